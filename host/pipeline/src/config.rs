@@ -1,0 +1,278 @@
+//! The pipeline's TOML configuration.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// A pipeline: one table's change feed, one transform, one Kafka topic.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Identity and local state.
+    pub pipeline: PipelineSection,
+    /// The Delta table to read.
+    pub source: SourceSection,
+    /// The transform module.
+    pub transform: TransformSection,
+    /// The Kafka destination.
+    pub sink: SinkSection,
+}
+
+/// `[pipeline]`: identity and local state.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSection {
+    /// The pipeline's name; its stored position is kept under it.
+    pub name: String,
+    /// Directory for the pipeline's stored position (default `.sluice` beside the
+    /// config file).
+    #[serde(default = "default_state_dir")]
+    pub state_dir: PathBuf,
+}
+
+/// `[source]`: the Delta table to read.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSection {
+    /// Table location: a local path (relative to the config file) or a URL.
+    pub table: String,
+    /// Where to start when the pipeline has no stored position: a version number, or
+    /// `"latest"` for only changes committed from now on. Default 0.
+    #[serde(default)]
+    pub starting_version: StartingVersion,
+    /// How often to look for new commits once caught up (default `1s`).
+    #[serde(default = "default_poll_interval", with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// Most change rows per batch handed to the transform (default 10000).
+    #[serde(default = "default_batch_rows")]
+    pub batch_rows: usize,
+    /// Object store options (for example `aws_endpoint`), passed as given.
+    #[serde(default)]
+    pub storage_options: BTreeMap<String, String>,
+}
+
+/// `[transform]`: the module and its parameters.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransformSection {
+    /// Path of the component (relative to the config file).
+    pub module: PathBuf,
+    /// Parameters handed to the module's `init`.
+    #[serde(default)]
+    pub params: BTreeMap<String, ScalarValue>,
+    /// Most memory one instance may use, in MiB (default 256).
+    #[serde(default = "default_memory_limit_mib")]
+    pub memory_limit_mib: usize,
+    /// Longest one batch may take in the module (default `10s`).
+    #[serde(default = "default_batch_timeout", with = "humantime_serde")]
+    pub batch_timeout: Duration,
+}
+
+/// `[sink]`: the Kafka destination.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkSection {
+    /// Topic for records that name none.
+    pub topic: String,
+    /// How long to wait for Kafka at start-up before giving up (default `30s`).
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// librdkafka properties, passed through as given (`bootstrap.servers`,
+    /// `security.protocol`, `sasl.mechanism`, `sasl.username`, ...).
+    #[serde(default)]
+    pub kafka: BTreeMap<String, ScalarValue>,
+}
+
+/// A TOML scalar used as a string property (`linger.ms = 5` and `"5"` are the same).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum ScalarValue {
+    /// A string.
+    Text(String),
+    /// An integer.
+    Integer(i64),
+    /// A float.
+    Float(f64),
+    /// A boolean.
+    Boolean(bool),
+}
+
+impl std::fmt::Display for ScalarValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScalarValue::Text(s) => f.write_str(s),
+            ScalarValue::Integer(i) => write!(f, "{i}"),
+            ScalarValue::Float(x) => write!(f, "{x}"),
+            ScalarValue::Boolean(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+/// Where a pipeline without a stored position starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "StartingVersionText")]
+pub enum StartingVersion {
+    /// From this version (inclusive).
+    Version(u64),
+    /// Only versions committed after the pipeline starts.
+    Latest,
+    /// From version 0.
+    #[default]
+    Earliest,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StartingVersionText {
+    Number(u64),
+    Text(String),
+}
+
+impl TryFrom<StartingVersionText> for StartingVersion {
+    type Error = String;
+
+    fn try_from(value: StartingVersionText) -> Result<StartingVersion, String> {
+        match value {
+            StartingVersionText::Number(v) => Ok(StartingVersion::Version(v)),
+            StartingVersionText::Text(t) => match t.as_str() {
+                "latest" => Ok(StartingVersion::Latest),
+                "earliest" => Ok(StartingVersion::Earliest),
+                _ => Err(format!("starting_version must be a version number, \"earliest\" or \"latest\", not \"{t}\"")),
+            },
+        }
+    }
+}
+
+fn default_state_dir() -> PathBuf {
+    PathBuf::from(".sluice")
+}
+fn default_poll_interval() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_batch_rows() -> usize {
+    10_000
+}
+fn default_memory_limit_mib() -> usize {
+    256
+}
+fn default_batch_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// Why a config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("Cannot read the pipeline config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed, has unknown keys or misses required ones.
+    #[error("The pipeline config {path} is invalid: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// toml's explanation, with the line.
+        message: String,
+    },
+}
+
+impl PipelineConfig {
+    /// Reads a config file; relative paths in it are taken from the file's directory.
+    pub fn load(path: &Path) -> Result<PipelineConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        PipelineConfig::parse(&text, base).map_err(|message| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses config text; relative paths are taken from `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<PipelineConfig, String> {
+        let mut config: PipelineConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        if config.pipeline.name.trim().is_empty() {
+            return Err("[pipeline] name must not be empty".to_string());
+        }
+        if config.source.batch_rows == 0 {
+            return Err("[source] batch_rows must be at least 1".to_string());
+        }
+        config.pipeline.state_dir = base.join(&config.pipeline.state_dir);
+        config.transform.module = base.join(&config.transform.module);
+        if !config.source.table.contains("://") {
+            config.source.table = base.join(&config.source.table).display().to_string();
+        }
+        Ok(config)
+    }
+
+    /// The Kafka properties as strings.
+    pub fn kafka_properties(&self) -> BTreeMap<String, String> {
+        self.sink.kafka.iter().map(|(k, v)| (k.clone(), v.to_string())).collect()
+    }
+
+    /// The transform parameters as strings.
+    pub fn transform_params(&self) -> Vec<(String, String)> {
+        self.transform.params.iter().map(|(k, v)| (k.clone(), v.to_string())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+        [pipeline]
+        name = "deals"
+        [source]
+        table = "tables/deals"
+        [transform]
+        module = "gold-deals.wasm"
+        [sink]
+        topic = "deals-gold"
+        [sink.kafka]
+        "bootstrap.servers" = "127.0.0.1:9092"
+        "linger.ms" = 5
+    "#;
+
+    #[test]
+    fn defaults_and_relative_paths() {
+        let config = PipelineConfig::parse(MINIMAL, Path::new("/etc/sluice")).unwrap();
+        assert_eq!(config.source.table, "/etc/sluice/tables/deals");
+        assert_eq!(config.transform.module, Path::new("/etc/sluice/gold-deals.wasm"));
+        assert_eq!(config.pipeline.state_dir, Path::new("/etc/sluice/.sluice"));
+        assert_eq!(config.source.poll_interval, Duration::from_secs(1));
+        assert_eq!(config.source.starting_version, StartingVersion::Earliest);
+        assert_eq!(config.kafka_properties()["linger.ms"], "5");
+    }
+
+    #[test]
+    fn starting_version_takes_numbers_and_keywords() {
+        let with = |v: &str| PipelineConfig::parse(&MINIMAL.replace("[transform]", &format!("starting_version = {v}\n[transform]")), Path::new("."));
+        assert_eq!(with("7").unwrap().source.starting_version, StartingVersion::Version(7));
+        assert_eq!(with("\"latest\"").unwrap().source.starting_version, StartingVersion::Latest);
+        assert!(with("\"yesterday\"").is_err());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_name() {
+        let err = PipelineConfig::parse(&MINIMAL.replace("[sink]", "[sink]\ntopik = \"x\""), Path::new(".")).unwrap_err();
+        assert!(err.contains("topik"), "{err}");
+    }
+
+    #[test]
+    fn urls_are_kept_as_given() {
+        let config = PipelineConfig::parse(&MINIMAL.replace("tables/deals", "s3://bucket/deals"), Path::new("/x")).unwrap();
+        assert_eq!(config.source.table, "s3://bucket/deals");
+    }
+}

@@ -1,0 +1,43 @@
+//! Errors that stop a pipeline.
+
+use sluice_engine::{EngineError, TransformError};
+use sluice_sink::SinkError;
+use sluice_source::SourceError;
+
+use crate::config::ConfigError;
+use crate::position_store::PositionError;
+
+/// Why a pipeline stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// The config is unusable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The table could not be read.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The module could not be loaded or started.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The module failed on a batch.
+    #[error("Pipeline {pipeline} stopped at table {table} version {version}, change row {row_in_version} of that version: {source}")]
+    Transform {
+        /// The pipeline's name.
+        pipeline: String,
+        /// The table.
+        table: String,
+        /// The Delta version of the batch.
+        version: u64,
+        /// Index of the failing row within the version's change rows (the batch's first
+        /// row when the failure is not about one row).
+        row_in_version: u64,
+        /// The module's error.
+        source: TransformError,
+    },
+    /// Kafka refused or lost records.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// The stored position could not be read or written.
+    #[error(transparent)]
+    Position(#[from] PositionError),
+}

@@ -1,0 +1,304 @@
+//! The change feed reader.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use delta_kernel::arrow::array::{Array, AsArray, RecordBatch};
+use delta_kernel::arrow::compute::cast;
+use delta_kernel::arrow::datatypes::{DataType, Int64Type};
+use delta_kernel::engine::arrow_data::ArrowEngineData;
+use delta_kernel::table_changes::TableChanges;
+use delta_kernel::{Engine, KernelError, Snapshot, SnapshotRef};
+use delta_kernel_default_engine::DefaultEngineBuilder;
+use delta_kernel_default_engine::storage::store_from_url_opts;
+use url::Url;
+
+use crate::error::SourceError;
+use crate::position::Position;
+
+/// How to read a table.
+#[derive(Clone, Debug)]
+pub struct SourceOptions {
+    /// Most rows in one batch.
+    pub batch_rows: usize,
+    /// Options for the object store (for example `aws_endpoint`), passed as given.
+    pub storage_options: Vec<(String, String)>,
+}
+
+impl Default for SourceOptions {
+    fn default() -> SourceOptions {
+        SourceOptions { batch_rows: 10_000, storage_options: Vec::new() }
+    }
+}
+
+/// A batch of change rows and the position right after its last row.
+#[derive(Debug)]
+pub struct ChangeBatch {
+    /// Data columns plus `_change_type`, `_commit_version` and `_commit_timestamp`.
+    pub batch: RecordBatch,
+    /// Where reading continues after this batch.
+    pub end: Position,
+}
+
+/// One Delta table's change data feed.
+pub struct ChangeFeed {
+    table: String,
+    url: Url,
+    engine: Arc<dyn Engine>,
+    options: SourceOptions,
+}
+
+impl ChangeFeed {
+    /// Opens a table and checks that its change data feed can be read.
+    pub fn open(table: &str, options: SourceOptions) -> Result<ChangeFeed, SourceError> {
+        let url = table_url(table)?;
+        let store = store_from_url_opts(&url, options.storage_options.clone())
+            .map_err(|e| kernel_error(table, "opening its storage", e))?;
+        let engine: Arc<dyn Engine> = Arc::new(DefaultEngineBuilder::new(store).build());
+        let feed = ChangeFeed { table: table.to_string(), url, engine, options };
+        let snapshot = feed.snapshot()?;
+        if snapshot.table_properties().enable_change_data_feed != Some(true) {
+            return Err(SourceError::CdfNotEnabled { table: feed.table.clone() });
+        }
+        Ok(feed)
+    }
+
+    /// The table as configured.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The table's newest version.
+    pub fn latest_version(&self) -> Result<u64, SourceError> {
+        Ok(self.snapshot()?.version())
+    }
+
+    fn snapshot(&self) -> Result<SnapshotRef, SourceError> {
+        Snapshot::builder_for(self.url.as_str())
+            .build(self.engine.as_ref())
+            .map_err(|e| match e {
+                KernelError::FileNotFound(_) | KernelError::MissingVersion(_) if !self.has_log() => {
+                    SourceError::NotADeltaTable { table: self.table.clone() }
+                }
+                e => kernel_error(&self.table, "reading its latest snapshot", e),
+            })
+    }
+
+    fn has_log(&self) -> bool {
+        match self.url.to_file_path() {
+            Ok(path) => path.join("_delta_log").is_dir(),
+            Err(()) => true,
+        }
+    }
+
+    /// Reads changes from `from` through version `to` (inclusive), in commit order.
+    ///
+    /// Rows before `from` (the first `from.row_offset` rows of `from.version`) are
+    /// skipped. Batches hold at most `batch_rows` rows and never span two versions.
+    pub fn read(
+        &self,
+        from: Position,
+        to: u64,
+    ) -> Result<impl Iterator<Item = Result<ChangeBatch, SourceError>> + Send + 'static, SourceError> {
+        let table = self.table.clone();
+        let range_error = {
+            let table = table.clone();
+            move |e: KernelError| classify(&table, from.version, to, e)
+        };
+        let changes = TableChanges::try_new(self.url.clone(), self.engine.as_ref(), from.version, Some(to))
+            .map_err(&range_error)?;
+        let scan = changes.into_scan_builder().build().map_err(&range_error)?;
+        let batches = scan.execute(self.engine.clone()).map_err(&range_error)?;
+        let mut cursor = Cursor::new(table, from, self.options.batch_rows.max(1));
+        let mut pending: std::vec::IntoIter<ChangeBatch> = Vec::new().into_iter();
+        let mut batches = batches.fuse();
+        Ok(std::iter::from_fn(move || {
+            loop {
+                if let Some(next) = pending.next() {
+                    return Some(Ok(next));
+                }
+                let data = match batches.next()? {
+                    Ok(data) => data,
+                    Err(e) => return Some(Err(range_error(e))),
+                };
+                let batch = match ArrowEngineData::try_from_engine_data(data) {
+                    Ok(data) => RecordBatch::from(data),
+                    Err(e) => return Some(Err(range_error(e))),
+                };
+                match cursor.split(batch) {
+                    Ok(split) => pending = split.into_iter(),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+        }))
+    }
+}
+
+/// Tracks the position across the kernel's batches and cuts them into output batches.
+struct Cursor {
+    table: String,
+    skip_until: Position,
+    at: Position,
+    batch_rows: usize,
+}
+
+impl Cursor {
+    fn new(table: String, from: Position, batch_rows: usize) -> Cursor {
+        Cursor { table, skip_until: from, at: Position::at_version(from.version), batch_rows }
+    }
+
+    fn split(&mut self, batch: RecordBatch) -> Result<Vec<ChangeBatch>, SourceError> {
+        let versions = commit_versions(&self.table, &batch)?;
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < versions.len() {
+            let version = versions[start];
+            if version < self.at.version {
+                return Err(SourceError::OutOfOrder {
+                    table: self.table.clone(),
+                    previous: self.at.version,
+                    found: version,
+                });
+            }
+            if version > self.at.version {
+                self.at = Position::at_version(version);
+            }
+            let run_end = versions[start..]
+                .iter()
+                .position(|&v| v != version)
+                .map_or(versions.len(), |n| start + n);
+            let mut row = start;
+            if version == self.skip_until.version && self.at.row_offset < self.skip_until.row_offset {
+                let skip = (self.skip_until.row_offset - self.at.row_offset).min((run_end - row) as u64);
+                self.at.row_offset += skip;
+                row += skip as usize;
+            }
+            while row < run_end {
+                let len = (run_end - row).min(self.batch_rows);
+                self.at.row_offset += len as u64;
+                out.push(ChangeBatch { batch: batch.slice(row, len), end: self.at });
+                row += len;
+            }
+            start = run_end;
+        }
+        Ok(out)
+    }
+}
+
+fn commit_versions(table: &str, batch: &RecordBatch) -> Result<Vec<u64>, SourceError> {
+    let missing = || SourceError::Kernel {
+        table: table.to_string(),
+        context: "reading _commit_version".to_string(),
+        source: Box::new(KernelError::MissingColumn("_commit_version".to_string())),
+    };
+    let column = batch.column_by_name("_commit_version").ok_or_else(missing)?;
+    let column = cast(column, &DataType::Int64).map_err(|_| missing())?;
+    let column = column.as_primitive::<Int64Type>();
+    if column.null_count() > 0 {
+        return Err(missing());
+    }
+    Ok(column.values().iter().map(|&v| v as u64).collect())
+}
+
+fn table_url(table: &str) -> Result<Url, SourceError> {
+    let invalid = |reason: String| SourceError::InvalidLocation { table: table.to_string(), reason };
+    let local = match Url::parse(table) {
+        Ok(url) if url.scheme() == "file" => url.to_file_path().map_err(|()| invalid("not a local path".into()))?,
+        Ok(url) if url.scheme().len() > 1 => {
+            let mut url = url;
+            if !url.path().ends_with('/') {
+                url.set_path(&format!("{}/", url.path()));
+            }
+            return Ok(url);
+        }
+        _ => Path::new(table).to_path_buf(),
+    };
+    if !local.exists() {
+        return Err(SourceError::TableNotFound { table: table.to_string() });
+    }
+    if !local.join("_delta_log").is_dir() {
+        return Err(SourceError::NotADeltaTable { table: table.to_string() });
+    }
+    let absolute = local.canonicalize().map_err(|e| invalid(e.to_string()))?;
+    Url::from_directory_path(&absolute).map_err(|()| invalid("not an absolute path".into()))
+}
+
+fn kernel_error(table: &str, context: &str, source: KernelError) -> SourceError {
+    SourceError::Kernel { table: table.to_string(), context: context.to_string(), source: Box::new(source) }
+}
+
+fn classify(table: &str, start: u64, end: u64, error: KernelError) -> SourceError {
+    let table_s = table.to_string();
+    match error {
+        KernelError::ChangeDataFeedUnsupported(version) => SourceError::CdfDisabledInRange { table: table_s, version },
+        KernelError::StartVersionNotFound { requested, earliest } => {
+            SourceError::VersionUnavailable { table: table_s, requested, earliest }
+        }
+        KernelError::ChangeDataFeedIncompatibleSchema(..) => {
+            SourceError::SchemaChanged { table: table_s, start, end, detail: error.to_string() }
+        }
+        KernelError::FileNotFound(_) => SourceError::FileMissing { table: table_s, start, end, detail: error.to_string() },
+        e if e.to_string().contains("schemas are different") => {
+            SourceError::SchemaChanged { table: table_s, start, end, detail: e.to_string() }
+        }
+        e if e.to_string().contains("not found") => {
+            SourceError::FileMissing { table: table_s, start, end, detail: e.to_string() }
+        }
+        e => kernel_error(table, &format!("reading changes of versions {start}..={end}"), e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use delta_kernel::arrow::array::{Int64Array, RecordBatch};
+    use delta_kernel::arrow::datatypes::{Field, Schema};
+
+    use super::*;
+
+    fn versions(v: &[i64]) -> RecordBatch {
+        let schema = Schema::new(vec![Field::new("_commit_version", DataType::Int64, false)]);
+        RecordBatch::try_new(Arc::new(schema), vec![Arc::new(Int64Array::from(v.to_vec()))]).unwrap()
+    }
+
+    fn shape(batches: &[ChangeBatch]) -> Vec<(usize, Position)> {
+        batches.iter().map(|b| (b.batch.num_rows(), b.end)).collect()
+    }
+
+    #[test]
+    fn batches_never_span_versions_and_respect_the_row_cap() {
+        let mut cursor = Cursor::new("t".into(), Position::at_version(1), 2);
+        let out = cursor.split(versions(&[1, 1, 1, 2])).unwrap();
+        let p = |version, row_offset| Position { version, row_offset };
+        assert_eq!(shape(&out), [(2, p(1, 2)), (1, p(1, 3)), (1, p(2, 1))]);
+        let out = cursor.split(versions(&[2, 4])).unwrap();
+        assert_eq!(shape(&out), [(1, p(2, 2)), (1, p(4, 1))]);
+    }
+
+    #[test]
+    fn resuming_inside_a_version_skips_delivered_rows_across_kernel_batches() {
+        let from = Position { version: 3, row_offset: 3 };
+        let mut cursor = Cursor::new("t".into(), from, 10);
+        assert!(cursor.split(versions(&[3, 3])).unwrap().is_empty());
+        let out = cursor.split(versions(&[3, 3, 4])).unwrap();
+        let p = |version, row_offset| Position { version, row_offset };
+        assert_eq!(shape(&out), [(1, p(3, 4)), (1, p(4, 1))]);
+    }
+
+    #[test]
+    fn rows_out_of_commit_order_are_an_error() {
+        let mut cursor = Cursor::new("t".into(), Position::at_version(0), 10);
+        cursor.split(versions(&[5])).unwrap();
+        assert!(matches!(cursor.split(versions(&[4])), Err(SourceError::OutOfOrder { .. })));
+    }
+
+    #[test]
+    fn missing_paths_and_non_tables_are_named() {
+        let missing = table_url("/definitely/not/here").unwrap_err();
+        assert!(matches!(missing, SourceError::TableNotFound { .. }), "{missing}");
+        let dir = std::env::temp_dir();
+        let not_delta = table_url(dir.to_str().unwrap()).unwrap_err();
+        assert!(matches!(not_delta, SourceError::NotADeltaTable { .. }), "{not_delta}");
+    }
+}

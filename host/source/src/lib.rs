@@ -1,0 +1,16 @@
+//! Reads a Delta table's change data feed.
+//!
+//! Built on `delta_kernel`'s `TableChanges`, which returns rows in commit order with
+//! deletion vectors applied. The reader yields Arrow batches of bounded size, each
+//! with the position right after its last row, so a pipeline can resume mid-version.
+
+mod error;
+mod feed;
+mod position;
+
+pub use error::SourceError;
+pub use feed::{ChangeBatch, ChangeFeed, SourceOptions};
+pub use position::Position;
+
+/// The Arrow crate the reader's batches are made of.
+pub use delta_kernel::arrow;

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Writes the demo's and tests' CRM deals table: the motivating case's bronze schema,
+with the change data feed enabled, then appends, updates, deletes and merges.
+
+Every step is deterministic, so the records Sluice produces from it can be checked
+against a golden file.
+
+    deals_table.py TABLE create [--rows N]     version 0: N deals (default 20)
+    deals_table.py TABLE append --start K --rows N
+    deals_table.py TABLE update                 deals 3 and 7 are won
+    deals_table.py TABLE delete                 deals 5 and 10 are removed
+    deals_table.py TABLE merge                  deal 1 changes stage, deal 100 is new
+    deals_table.py TABLE scenario               create, append 20..29, update, delete, merge
+    deals_table.py TABLE plain --rows N         a table without the change data feed
+"""
+
+import argparse
+from datetime import datetime, timedelta, timezone
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+FULL_DOCUMENT = pa.struct(
+    [
+        ("owner_id", pa.string()),
+        ("owner_type", pa.string()),
+        ("account_id", pa.string()),
+        ("manager_account_id", pa.string()),
+        ("hubspot_deal_id", pa.string()),
+        ("stage", pa.string()),
+        ("status", pa.string()),
+        ("title", pa.string()),
+    ]
+)
+SCHEMA = pa.schema(
+    [
+        ("documentId", pa.string()),
+        ("eventTimestamp", pa.timestamp("us", tz="UTC")),
+        ("fullDocument", FULL_DOCUMENT),
+    ]
+)
+EPOCH = datetime(2024, 1, 15, 10, 30, tzinfo=timezone.utc)
+
+
+def object_id(n: int) -> str:
+    return f"ObjectId('{n:024x}')"
+
+
+def deal(i: int, stage: str = "appointmentscheduled", status: str = "open") -> dict:
+    return {
+        "documentId": f"deal-{i:04d}",
+        "eventTimestamp": EPOCH + timedelta(minutes=i),
+        "fullDocument": {
+            "owner_id": object_id(0x65A1F0C2E4B0 * 1000 + i),
+            "owner_type": "user",
+            "account_id": object_id(0xACC0 * 1_000_000 + i),
+            # Every fifth deal has no manager: a null that to_json leaves out.
+            "manager_account_id": None if i % 5 == 0 else object_id(0xBEEF * 1_000_000 + i),
+            "hubspot_deal_id": str(900_000 + i),
+            "stage": stage,
+            "status": status,
+            "title": f"Deal {i}",
+        },
+    }
+
+
+def deals(ids, **kwargs) -> pa.Table:
+    return pa.Table.from_pylist([deal(i, **kwargs) for i in ids], schema=SCHEMA)
+
+
+def create(table: str, rows: int) -> None:
+    write_deltalake(
+        table,
+        deals(range(rows)),
+        mode="error",
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+
+
+def append(table: str, start: int, rows: int) -> None:
+    write_deltalake(table, deals(range(start, start + rows)), mode="append")
+
+
+def update(table: str) -> None:
+    DeltaTable(table).update(
+        predicate="documentId IN ('deal-0003', 'deal-0007')",
+        updates={
+            "eventTimestamp": "arrow_cast('2024-02-01T09:00:00Z', 'Timestamp(Microsecond, Some(\"UTC\"))')",
+            "fullDocument": "named_struct("
+            "'owner_id', fullDocument['owner_id'], 'owner_type', fullDocument['owner_type'], "
+            "'account_id', fullDocument['account_id'], "
+            "'manager_account_id', fullDocument['manager_account_id'], "
+            "'hubspot_deal_id', fullDocument['hubspot_deal_id'], "
+            "'stage', 'closedwon', 'status', 'won', 'title', fullDocument['title'])",
+        },
+    )
+
+
+def delete(table: str) -> None:
+    DeltaTable(table).delete("documentId IN ('deal-0005', 'deal-0010')")
+
+
+def merge(table: str) -> None:
+    source = pa.concat_tables([deals([1], stage="contractsent"), deals([100])])
+    (
+        DeltaTable(table)
+        .merge(source, predicate="t.documentId = s.documentId", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+
+
+def plain(table: str, rows: int) -> None:
+    write_deltalake(table, deals(range(rows)), mode="error")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("table")
+    parser.add_argument("step", choices=["create", "append", "update", "delete", "merge", "scenario", "plain"])
+    parser.add_argument("--rows", type=int, default=20)
+    parser.add_argument("--start", type=int, default=20)
+    args = parser.parse_args()
+    if args.step == "create":
+        create(args.table, args.rows)
+    elif args.step == "append":
+        append(args.table, args.start, args.rows)
+    elif args.step == "update":
+        update(args.table)
+    elif args.step == "delete":
+        delete(args.table)
+    elif args.step == "merge":
+        merge(args.table)
+    elif args.step == "plain":
+        plain(args.table, args.rows)
+    else:
+        create(args.table, 20)
+        append(args.table, 20, 10)
+        update(args.table)
+        delete(args.table)
+        merge(args.table)
+    print(f"{args.table}: version {DeltaTable(args.table).version()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# A single-node Apache Kafka broker (KRaft mode) on 127.0.0.1 for tests and the demo.
+#
+#   scripts/kafka.sh install   fetch the broker's jars with Maven (once; cached)
+#   scripts/kafka.sh start     install if needed, start with an empty log, wait until ready
+#   scripts/kafka.sh stop      stop the broker started by `start`
+#   scripts/kafka.sh status    say whether it runs, and where
+#
+# Environment: SLUICE_CACHE (default ~/.cache/sluice) holds the jars;
+# SLUICE_KAFKA_DIR (default $SLUICE_CACHE/kafka-run) holds config, data, log and PID;
+# SLUICE_KAFKA_PORT (default 19092) and SLUICE_KAFKA_CONTROLLER_PORT (default 19093).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+version=4.4.0
+cache=${SLUICE_CACHE:-$HOME/.cache/sluice}
+libs=$cache/kafka-$version/libs
+run_dir=${SLUICE_KAFKA_DIR:-$cache/kafka-run}
+port=${SLUICE_KAFKA_PORT:-19092}
+controller_port=${SLUICE_KAFKA_CONTROLLER_PORT:-19093}
+pid_file=$run_dir/kafka.pid
+
+install() {
+  if [ -f "$libs/kafka_2.13-$version.jar" ]; then
+    return
+  fi
+  echo "Fetching Apache Kafka $version jars into $libs ..."
+  mvn -q -B -f "$here/kafka/pom.xml" dependency:copy-dependencies -DoutputDirectory="$libs"
+}
+
+running() {
+  [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null
+}
+
+port_open() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+start() {
+  install
+  if running; then
+    echo "Kafka is already running at 127.0.0.1:$port (PID $(cat "$pid_file"))."
+    return
+  fi
+  if port_open "$port"; then
+    echo "Port $port is taken by another process; set SLUICE_KAFKA_PORT to a free port." >&2
+    exit 1
+  fi
+  rm -rf "$run_dir/data"
+  mkdir -p "$run_dir/data"
+  cat >"$run_dir/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$controller_port
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$run_dir/data
+num.partitions=1
+auto.create.topics.enable=true
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+PROPS
+  cat >"$run_dir/log4j2.properties" <<'PROPS'
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+PROPS
+  local java_opts=(-Xms256m -Xmx512m -Dlog4j2.configurationFile="$run_dir/log4j2.properties" -cp "$libs/*")
+  local cluster_id
+  cluster_id=$(java "${java_opts[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+  java "${java_opts[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$run_dir/server.properties" \
+    >"$run_dir/format.log" 2>&1 || { cat "$run_dir/format.log" >&2; exit 1; }
+  nohup java "${java_opts[@]}" kafka.Kafka "$run_dir/server.properties" >"$run_dir/kafka.log" 2>&1 &
+  echo $! >"$pid_file"
+  for _ in $(seq 1 120); do
+    if ! running; then
+      echo "Kafka exited during start-up; the end of its log ($run_dir/kafka.log):" >&2
+      tail -n 30 "$run_dir/kafka.log" >&2
+      exit 1
+    fi
+    if grep -q "Kafka Server started" "$run_dir/kafka.log" && port_open "$port"; then
+      echo "Kafka $version is running at 127.0.0.1:$port (PID $(cat "$pid_file"))."
+      return
+    fi
+    sleep 0.5
+  done
+  echo "Kafka did not become ready within 60 s; see $run_dir/kafka.log." >&2
+  stop
+  exit 1
+}
+
+stop() {
+  if ! running; then
+    rm -f "$pid_file"
+    echo "Kafka is not running."
+    return
+  fi
+  local pid
+  pid=$(cat "$pid_file")
+  kill "$pid"
+  for _ in $(seq 1 60); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$pid_file"
+  echo "Kafka stopped."
+}
+
+status() {
+  if running; then
+    echo "Kafka is running at 127.0.0.1:$port (PID $(cat "$pid_file"))."
+  else
+    echo "Kafka is not running."
+    return 1
+  fi
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs everything Sluice needs to build, test and run its demo, skipping what is
+# already there: Debian packages, the Wasm target, Python's Delta writer, and the Kafka
+# broker's jars. Safe to run again.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+apt_packages=(cmake g++ make pkg-config libssl-dev zlib1g-dev libsasl2-dev python3 python3-pip openjdk-17-jre-headless maven kcat)
+missing=()
+for package in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+# A JDK and Maven installed outside Debian's packages count as present.
+if command -v java >/dev/null && command -v mvn >/dev/null; then
+  filtered=()
+  for package in "${missing[@]}"; do
+    case "$package" in openjdk-17-jre-headless | maven) ;; *) filtered+=("$package") ;; esac
+  done
+  missing=("${filtered[@]}")
+fi
+if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
+  filtered=()
+  for package in "${missing[@]}"; do
+    case "$package" in python3 | python3-pip) ;; *) filtered+=("$package") ;; esac
+  done
+  missing=("${filtered[@]}")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "Installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "Rust is missing: install it with rustup (Rust 1.95 or newer), then run this again." >&2
+  exit 1
+fi
+rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+
+python3 -c 'import deltalake, pyarrow' 2>/dev/null ||
+  python3 -m pip install --quiet --disable-pip-version-check 'deltalake==1.6.6' 'pyarrow>=17'
+
+"$here/kafka.sh" install

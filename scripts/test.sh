@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: formatting and lints, unit tests, and integration tests
+# against a real Kafka broker, real Delta tables and real Wasm components.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+"$root/scripts/setup.sh"
+
+# Reuse a build cache outside the clone when there is one; it is created otherwise.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/target}
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+"$root/scripts/kafka.sh" start
+trap '"$root/scripts/kafka.sh" stop' EXIT
+export SLUICE_TEST_KAFKA=127.0.0.1:${SLUICE_KAFKA_PORT:-19092}
+
+cargo build --locked -p sluice
+cargo test --workspace --locked
