@@ -1,0 +1,276 @@
+//! Helpers for Sluice's integration tests: the broker the test command started, guest
+//! components built from `transforms/`, Delta tables written by `scripts/deals_table.py`,
+//! the `sluice` binary, and a read_committed consumer.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// `bootstrap.servers` of the broker `scripts/test.sh` started.
+pub fn kafka_bootstrap() -> String {
+    std::env::var("SLUICE_TEST_KAFKA").expect(
+        "SLUICE_TEST_KAFKA is not set: run the suite with scripts/test.sh, which starts a Kafka broker (or start one with scripts/kafka.sh start and export SLUICE_TEST_KAFKA=127.0.0.1:19092)",
+    )
+}
+
+/// A topic name no other test uses.
+pub fn unique_topic(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_root().join("target"), PathBuf::from)
+}
+
+/// The component built from `transforms/<name>`, built once per test process.
+pub fn transform_component(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = built.get(name) {
+        return path.clone();
+    }
+    let options = sluice_build::BuildOptions {
+        target_dir: target_dir().join("guests"),
+        out_dir: target_dir().join("guests").join("components"),
+    };
+    let path =
+        sluice_build::build_rust_transform(&repo_root().join("transforms").join(name), &options)
+            .unwrap_or_else(|e| panic!("building transform {name} failed: {e}"));
+    built.insert(name.to_string(), path.clone());
+    path
+}
+
+/// Runs a step of `scripts/deals_table.py` on `table`.
+pub fn deals_table(table: &Path, args: &[&str]) {
+    let status = Command::new("python3")
+        .arg(repo_root().join("scripts/deals_table.py"))
+        .arg(table)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .expect("python3 runs");
+    assert!(status.success(), "deals_table.py {args:?} failed");
+}
+
+/// The `sluice` binary, built by the test command before the tests run.
+pub fn sluice_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("tests run from target/<profile>/deps");
+    let binary = profile_dir.join("sluice");
+    assert!(
+        binary.exists(),
+        "{} is missing: build it with `cargo build -p sluice` (scripts/test.sh does)",
+        binary.display()
+    );
+    binary
+}
+
+/// A pipeline config file in a temporary directory.
+pub struct PipelineFiles {
+    /// The temporary directory (state, config).
+    pub dir: tempfile::TempDir,
+    /// The config file.
+    pub config: PathBuf,
+}
+
+impl PipelineFiles {
+    /// Writes a config for `table` through `module` into `topic`; `extra_source` and
+    /// `params` are TOML lines for `[source]` and `[transform.params]`.
+    pub fn new(
+        table: &Path,
+        module: &Path,
+        topic: &str,
+        bootstrap: &str,
+        extra_source: &str,
+        params: &str,
+    ) -> PipelineFiles {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let config = dir.path().join("pipeline.toml");
+        let text = format!(
+            r#"[pipeline]
+name = "test"
+
+[source]
+table = "{table}"
+poll_interval = "100ms"
+{extra_source}
+
+[transform]
+module = "{module}"
+
+[transform.params]
+{params}
+
+[sink]
+topic = "{topic}"
+connect_timeout = "5s"
+
+[sink.kafka]
+"bootstrap.servers" = "{bootstrap}"
+"#,
+            table = table.display(),
+            module = module.display(),
+        );
+        std::fs::write(&config, text).expect("the config is written");
+        PipelineFiles { dir, config }
+    }
+
+    /// The stored position as (version, row offset), if any.
+    pub fn position(&self) -> Option<(u64, u64)> {
+        let text =
+            std::fs::read_to_string(self.dir.path().join(".sluice/test/position.json")).ok()?;
+        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+        Some((json["version"].as_u64()?, json["row_offset"].as_u64()?))
+    }
+
+    /// Waits until the stored position reaches `version` (row offset 0).
+    pub fn wait_for_position(&self, child: &mut Child, version: u64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.position() < Some((version, 0)) {
+            if let Some(status) = child.try_wait().expect("the child can be polled") {
+                panic!("sluice exited with {status} before reaching version {version}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sluice did not reach version {version} in {timeout:?}; position {:?}",
+                self.position()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Runs `sluice run --config <config> <args>` to completion.
+pub fn run_sluice(config: &Path, args: &[&str]) -> Output {
+    Command::new(sluice_binary())
+        .args(["run", "--config"])
+        .arg(config)
+        .args(args)
+        .output()
+        .expect("sluice runs")
+}
+
+/// Starts `sluice run --config <config>` in the background.
+pub fn spawn_sluice(config: &Path) -> Child {
+    Command::new(sluice_binary())
+        .args(["run", "--config"])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("sluice starts")
+}
+
+/// Asks a running `sluice` to stop (SIGTERM) and waits for it.
+pub fn stop_sluice(child: &mut Child) -> std::process::ExitStatus {
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    child.wait().expect("sluice exits")
+}
+
+/// One consumed record.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Consumed {
+    /// Key as text.
+    pub key: Option<String>,
+    /// Value as text; `None` is a tombstone.
+    pub value: Option<String>,
+    /// Headers as text.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Consumed {
+    /// `key<TAB>value`, or `key<TAB><tombstone>`.
+    pub fn line(&self) -> String {
+        format!(
+            "{}\t{}",
+            self.key.as_deref().unwrap_or("<no key>"),
+            self.value.as_deref().unwrap_or("<tombstone>")
+        )
+    }
+}
+
+/// Reads every committed record of partition 0 of `topic`, as a read_committed consumer.
+pub fn consume_all(topic: &str) -> Vec<Consumed> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", kafka_bootstrap())
+        .set("group.id", unique_topic("test-reader"))
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("a consumer");
+    let (_, high) = consumer
+        .fetch_watermarks(topic, 0, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("no watermarks for {topic}: {e}"));
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let mut records = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut next_offset = 0;
+    while next_offset < high {
+        assert!(
+            Instant::now() < deadline,
+            "read only up to offset {next_offset} of {high} in {topic}"
+        );
+        let Some(message) = consumer.poll(Duration::from_millis(200)) else {
+            continue;
+        };
+        let message = message.expect("consuming works");
+        next_offset = message.offset() + 1;
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let headers = message
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.key.to_string(), h.value.map(text).unwrap_or_default()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        records.push(Consumed {
+            key: message.key().map(text),
+            value: message.payload().map(text),
+            headers,
+        });
+    }
+    records
+}
+
+/// Lines ordered by key, each key's records kept in arrival order: Kafka orders records
+/// per key (per partition), which is what consumers may rely on.
+pub fn by_key(lines: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut lines: Vec<String> = lines.into_iter().collect();
+    lines.sort_by(|a, b| a.split('\t').next().cmp(&b.split('\t').next()));
+    lines
+}

@@ -160,7 +160,10 @@ impl<'a> Row<'a> {
     /// The value of a column; an error names the row if the column does not exist.
     pub fn get(&self, column: &str) -> Result<Value<'a>, Error> {
         let values = self.batch.column(column).ok_or_else(|| {
-            Error::row(self.index(), format!("The batch has no column named `{column}`."))
+            Error::row(
+                self.index(),
+                format!("The batch has no column named `{column}`."),
+            )
         })?;
         Ok(value_at(values, self.index))
     }
@@ -192,7 +195,10 @@ impl<'a> Row<'a> {
         }
         json.field("_change_type", Value::Str(self.change_type().as_str()))
             .field("_commit_version", Value::Int(self.commit_version()))
-            .field("_commit_timestamp", Value::Timestamp(self.commit_timestamp_micros()))
+            .field(
+                "_commit_timestamp",
+                Value::Timestamp(self.commit_timestamp_micros()),
+            )
             .finish()
     }
 
@@ -205,7 +211,11 @@ impl<'a> Row<'a> {
 }
 
 fn value_at(values: &ColumnValues, row: usize) -> Value<'_> {
-    fn pick<T: Copy>(v: &[Option<T>], row: usize, f: impl Fn(T) -> Value<'static>) -> Value<'static> {
+    fn pick<T: Copy>(
+        v: &[Option<T>],
+        row: usize,
+        f: impl Fn(T) -> Value<'static>,
+    ) -> Value<'static> {
         v[row].map_or(Value::Null, f)
     }
     match values {
@@ -241,12 +251,20 @@ impl BatchBuilder {
 
     /// Adds a data column.
     pub fn column(mut self, name: &str, values: ColumnValues) -> BatchBuilder {
-        self.columns.push(wit::Column { name: name.to_string(), values });
+        self.columns.push(wit::Column {
+            name: name.to_string(),
+            values,
+        });
         self
     }
 
     /// Adds the change columns of one row.
-    pub fn change(mut self, change: ChangeType, version: i64, timestamp_micros: i64) -> BatchBuilder {
+    pub fn change(
+        mut self,
+        change: ChangeType,
+        version: i64,
+        timestamp_micros: i64,
+    ) -> BatchBuilder {
         self.change_types.push(match change {
             ChangeType::Insert => wit::ChangeType::Insert,
             ChangeType::UpdatePreimage => wit::ChangeType::UpdatePreimage,

@@ -23,7 +23,9 @@ impl Default for JsonObject {
 impl JsonObject {
     /// An empty object.
     pub fn new() -> JsonObject {
-        JsonObject { buf: String::from("{") }
+        JsonObject {
+            buf: String::from("{"),
+        }
     }
 
     /// Adds a field; a null value is left out.
@@ -72,14 +74,24 @@ fn write_value(buf: &mut String, value: Value<'_>) {
 /// NaN or infinity, so Spark writes them as strings.
 fn write_float(buf: &mut String, f: f64) {
     if !f.is_finite() {
-        let name = if f.is_nan() { "NaN" } else if f > 0.0 { "Infinity" } else { "-Infinity" };
+        let name = if f.is_nan() {
+            "NaN"
+        } else if f > 0.0 {
+            "Infinity"
+        } else {
+            "-Infinity"
+        };
         write_string(buf, name);
     } else if f.fract() == 0.0 && f.abs() < 1e7 {
         let _ = write!(buf, "{f:.1}");
     } else if f.abs() >= 1e7 {
         let text = format!("{f:E}");
         let (mantissa, exponent) = text.split_once('E').unwrap_or((&text, "0"));
-        let mantissa = if mantissa.contains('.') { mantissa.to_string() } else { format!("{mantissa}.0") };
+        let mantissa = if mantissa.contains('.') {
+            mantissa.to_string()
+        } else {
+            format!("{mantissa}.0")
+        };
         let _ = write!(buf, "{mantissa}E{exponent}");
     } else {
         let _ = write!(buf, "{f}");

@@ -44,7 +44,7 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "__export_transform_bindings",
         default_bindings_module: "::sluice_transform::bindings",
-        runtime_path: "::sluice_transform::__private::wit_bindgen",
+        runtime_path: "::sluice_transform::__private::wit_bindgen::rt",
     });
 }
 
@@ -66,9 +66,13 @@ pub trait Transform: Sized + 'static {
 }
 
 /// Exports a [`Transform`] implementation as the module's transformer.
+///
+/// The export exists on Wasm targets only: native builds (unit tests) call the
+/// transform directly, and native linkers refuse the contract's export names.
 #[macro_export]
 macro_rules! export_transform {
     ($ty:ty) => {
+        #[cfg(target_arch = "wasm32")]
         const _: () = {
             struct SluiceGuest;
 
@@ -96,7 +100,7 @@ macro_rules! export_transform {
                 }
             }
 
-            $crate::__export_transform_bindings!(SluiceGuest with_types_in $crate::bindings);
+            $crate::bindings::__export_transform_bindings!(SluiceGuest with_types_in $crate::bindings);
         };
     };
 }

@@ -95,7 +95,10 @@ pub enum Error {
 impl Error {
     /// An error about one row.
     pub fn row(row: u32, message: impl Into<String>) -> Error {
-        Error::Row { row, message: message.into() }
+        Error::Row {
+            row,
+            message: message.into(),
+        }
     }
 
     pub(crate) fn into_wit(self) -> wit::TransformError {

@@ -11,7 +11,9 @@ pub struct Params {
 impl Params {
     /// Parameters from name/value pairs.
     pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Params {
-        Params { values: pairs.into_iter().collect() }
+        Params {
+            values: pairs.into_iter().collect(),
+        }
     }
 
     /// A parameter's value, if set.

@@ -72,12 +72,22 @@ pub struct BuildOptions {
 }
 
 /// Builds the transform crate in `crate_dir` and returns the component's path.
-pub fn build_rust_transform(crate_dir: &Path, options: &BuildOptions) -> Result<PathBuf, BuildError> {
+pub fn build_rust_transform(
+    crate_dir: &Path,
+    options: &BuildOptions,
+) -> Result<PathBuf, BuildError> {
     let manifest = crate_dir.join("Cargo.toml");
     let package = package_name(&manifest)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--release", "--quiet", "--lib", "--target", GUEST_TARGET])
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--lib",
+            "--target",
+            GUEST_TARGET,
+        ])
         .arg("--manifest-path")
         .arg(&manifest)
         .arg("--target-dir")
@@ -103,7 +113,10 @@ pub fn build_rust_transform(crate_dir: &Path, options: &BuildOptions) -> Result<
     let out = options.out_dir.join(format!("{package}.wasm"));
     std::fs::create_dir_all(&options.out_dir)
         .and_then(|()| std::fs::write(&out, component))
-        .map_err(|source| BuildError::Io { path: out.clone(), source })?;
+        .map_err(|source| BuildError::Io {
+            path: out.clone(),
+            source,
+        })?;
     Ok(out)
 }
 

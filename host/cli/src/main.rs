@@ -48,14 +48,21 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,delta_kernel=warn")),
         )
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
-        Command::Run { config, stop_at_latest } => {
+        Command::Run {
+            config,
+            stop_at_latest,
+        } => {
             let config = PipelineConfig::load(&config)?;
-            let mode = if stop_at_latest { RunMode::StopAtLatest } else { RunMode::Follow };
+            let mode = if stop_at_latest {
+                RunMode::StopAtLatest
+            } else {
+                RunMode::Follow
+            };
             let (stop, shutdown) = watch::channel(false);
             tokio::spawn(async move {
                 wait_for_signal().await;
@@ -69,11 +76,20 @@ async fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Build { dir, out_dir, target_dir } => {
-            let options = sluice_build::BuildOptions { target_dir, out_dir };
-            let built = tokio::task::spawn_blocking(move || sluice_build::build_rust_transform(&dir, &options))
-                .await
-                .context("the build task failed")??;
+        Command::Build {
+            dir,
+            out_dir,
+            target_dir,
+        } => {
+            let options = sluice_build::BuildOptions {
+                target_dir,
+                out_dir,
+            };
+            let built = tokio::task::spawn_blocking(move || {
+                sluice_build::build_rust_transform(&dir, &options)
+            })
+            .await
+            .context("the build task failed")??;
             println!("{}", built.display());
             Ok(())
         }

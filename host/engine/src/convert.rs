@@ -26,13 +26,17 @@ pub fn change_batch(batch: &RecordBatch) -> Result<wit::ChangeBatch, String> {
     let mut columns = Vec::new();
     let schema = batch.schema();
     for (field, array) in schema.fields().iter().zip(batch.columns()) {
-        if matches!(field.name().as_str(), CHANGE_TYPE | COMMIT_VERSION | COMMIT_TIMESTAMP) {
+        if matches!(
+            field.name().as_str(),
+            CHANGE_TYPE | COMMIT_VERSION | COMMIT_TIMESTAMP
+        ) {
             continue;
         }
         flatten(field.name(), array, None, &mut columns)?;
     }
     Ok(wit::ChangeBatch {
-        num_rows: u32::try_from(num_rows).map_err(|_| format!("{num_rows} rows is too many for one batch"))?,
+        num_rows: u32::try_from(num_rows)
+            .map_err(|_| format!("{num_rows} rows is too many for one batch"))?,
         columns,
         change_types: change_types(batch)?,
         commit_versions: commit_versions(batch)?,
@@ -62,8 +66,13 @@ fn change_types(batch: &RecordBatch) -> Result<Vec<wit::ChangeType>, String> {
 }
 
 fn commit_versions(batch: &RecordBatch) -> Result<Vec<i64>, String> {
-    let column = cast(required(batch, COMMIT_VERSION)?, &DataType::Int64).map_err(|e| e.to_string())?;
-    Ok(column.as_primitive::<Int64Type>().iter().map(|v| v.unwrap_or_default()).collect())
+    let column =
+        cast(required(batch, COMMIT_VERSION)?, &DataType::Int64).map_err(|e| e.to_string())?;
+    Ok(column
+        .as_primitive::<Int64Type>()
+        .iter()
+        .map(|v| v.unwrap_or_default())
+        .collect())
 }
 
 fn commit_timestamps(batch: &RecordBatch) -> Result<Vec<i64>, String> {
@@ -91,16 +100,28 @@ fn flatten(
     if let DataType::Struct(fields) = array.data_type() {
         let structs: &StructArray = array.as_struct();
         for (field, child) in fields.iter().zip(structs.columns()) {
-            flatten(&format!("{name}.{}", field.name()), child, nulls.as_ref(), out)?;
+            flatten(
+                &format!("{name}.{}", field.name()),
+                child,
+                nulls.as_ref(),
+                out,
+            )?;
         }
         return Ok(());
     }
-    let values = column_values(array, nulls.as_ref()).map_err(|e| format!("column `{name}`: {e}"))?;
-    out.push(wit::Column { name: name.to_string(), values });
+    let values =
+        column_values(array, nulls.as_ref()).map_err(|e| format!("column `{name}`: {e}"))?;
+    out.push(wit::Column {
+        name: name.to_string(),
+        values,
+    });
     Ok(())
 }
 
-fn column_values(array: &ArrayRef, nulls: Option<&NullBuffer>) -> Result<wit::ColumnValues, String> {
+fn column_values(
+    array: &ArrayRef,
+    nulls: Option<&NullBuffer>,
+) -> Result<wit::ColumnValues, String> {
     use wit::ColumnValues as V;
     let valid = |i: usize| nulls.is_none_or(|n| n.is_valid(i));
     let len = array.len();
@@ -114,17 +135,26 @@ fn column_values(array: &ArrayRef, nulls: Option<&NullBuffer>) -> Result<wit::Co
         T: delta_kernel::arrow::datatypes::ArrowPrimitiveType,
     {
         let values = array.as_primitive::<T>();
-        (0..len).map(|i| valid(i).then(|| map(values.value(i)))).collect()
+        (0..len)
+            .map(|i| valid(i).then(|| map(values.value(i))))
+            .collect()
     }
     let to = |ty: DataType| cast(array, &ty).map_err(|e| e.to_string());
     Ok(match array.data_type() {
         DataType::Boolean => {
             let values = array.as_boolean();
-            V::Boolean((0..len).map(|i| valid(i).then(|| values.value(i))).collect())
+            V::Boolean(
+                (0..len)
+                    .map(|i| valid(i).then(|| values.value(i)))
+                    .collect(),
+            )
         }
-        DataType::Int8 | DataType::Int16 | DataType::Int32 => {
-            V::Int32(primitive::<Int32Type, _>(&to(DataType::Int32)?, len, valid, |v| v))
-        }
+        DataType::Int8 | DataType::Int16 | DataType::Int32 => V::Int32(primitive::<Int32Type, _>(
+            &to(DataType::Int32)?,
+            len,
+            valid,
+            |v| v,
+        )),
         DataType::Int64 => V::Int64(primitive::<Int64Type, _>(array, len, valid, |v| v)),
         DataType::Float32 => V::Float32(primitive::<Float32Type, _>(array, len, valid, |v| v)),
         DataType::Float64 => V::Float64(primitive::<Float64Type, _>(array, len, valid, |v| v)),
@@ -135,30 +165,51 @@ fn column_values(array: &ArrayRef, nulls: Option<&NullBuffer>) -> Result<wit::Co
                 .as_any()
                 .downcast_ref::<TimestampMicrosecondArray>()
                 .ok_or("cannot read timestamps")?;
-            let values = (0..len).map(|i| valid(i).then(|| micros.value(i))).collect();
-            if zone.is_some() { V::Timestamp(values) } else { V::TimestampNtz(values) }
+            let values = (0..len)
+                .map(|i| valid(i).then(|| micros.value(i)))
+                .collect();
+            if zone.is_some() {
+                V::Timestamp(values)
+            } else {
+                V::TimestampNtz(values)
+            }
         }
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
             let strings = to(DataType::Utf8)?;
             let strings = strings.as_string::<i32>();
-            V::Utf8((0..len).map(|i| valid(i).then(|| strings.value(i).to_string())).collect())
+            V::Utf8(
+                (0..len)
+                    .map(|i| valid(i).then(|| strings.value(i).to_string()))
+                    .collect(),
+            )
         }
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
             let bytes = to(DataType::Binary)?;
             let bytes = bytes.as_binary::<i32>();
-            V::Binary((0..len).map(|i| valid(i).then(|| bytes.value(i).to_vec())).collect())
+            V::Binary(
+                (0..len)
+                    .map(|i| valid(i).then(|| bytes.value(i).to_vec()))
+                    .collect(),
+            )
         }
-        DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..) => {
-            V::Decimal(formatted(array, len, valid)?)
-        }
+        DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..) => V::Decimal(formatted(array, len, valid)?),
         _ => V::Text(formatted(array, len, valid)?),
     })
 }
 
-fn formatted(array: &ArrayRef, len: usize, valid: impl Fn(usize) -> bool) -> Result<Vec<Option<String>>, String> {
+fn formatted(
+    array: &ArrayRef,
+    len: usize,
+    valid: impl Fn(usize) -> bool,
+) -> Result<Vec<Option<String>>, String> {
     let formatter = ArrayFormatter::try_new(array.as_ref(), &FormatOptions::default())
         .map_err(|e| e.to_string())?;
-    Ok((0..len).map(|i| valid(i).then(|| formatter.value(i).to_string())).collect())
+    Ok((0..len)
+        .map(|i| valid(i).then(|| formatter.value(i).to_string()))
+        .collect())
 }
 
 #[cfg(test)]
@@ -172,10 +223,20 @@ mod tests {
 
     fn change_columns(n: usize) -> Vec<(Field, ArrayRef)> {
         vec![
-            (Field::new(CHANGE_TYPE, DataType::Utf8, false), Arc::new(StringArray::from(vec!["insert"; n])) as ArrayRef),
-            (Field::new(COMMIT_VERSION, DataType::Int64, false), Arc::new(Int64Array::from(vec![3; n]))),
             (
-                Field::new(COMMIT_TIMESTAMP, DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
+                Field::new(CHANGE_TYPE, DataType::Utf8, false),
+                Arc::new(StringArray::from(vec!["insert"; n])) as ArrayRef,
+            ),
+            (
+                Field::new(COMMIT_VERSION, DataType::Int64, false),
+                Arc::new(Int64Array::from(vec![3; n])),
+            ),
+            (
+                Field::new(
+                    COMMIT_TIMESTAMP,
+                    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                    false,
+                ),
                 Arc::new(TimestampMicrosecondArray::from(vec![7; n]).with_timezone("UTC")),
             ),
         ]
@@ -189,7 +250,10 @@ mod tests {
             vec![Arc::new(StringArray::from(vec![Some("a"), Some("b")])) as ArrayRef],
             Some(NullBuffer::from(vec![true, false])),
         );
-        let mut columns = vec![(Field::new("doc", DataType::Struct(inner), true), Arc::new(owner) as ArrayRef)];
+        let mut columns = vec![(
+            Field::new("doc", DataType::Struct(inner), true),
+            Arc::new(owner) as ArrayRef,
+        )];
         columns.extend(change_columns(2));
         let (fields, arrays): (Vec<_>, Vec<_>) = columns.into_iter().unzip();
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).unwrap();
@@ -210,7 +274,8 @@ mod tests {
     #[test]
     fn a_batch_without_change_columns_is_refused() {
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
-        let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
         let err = change_batch(&batch).unwrap_err();
         assert!(err.contains(CHANGE_TYPE), "{err}");
     }

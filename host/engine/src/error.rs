@@ -17,7 +17,9 @@ pub enum EngineError {
         source: std::io::Error,
     },
     /// The file is not WebAssembly at all.
-    #[error("Transform module {path} is not a WebAssembly file. Build a transform with `sluice build`.")]
+    #[error(
+        "Transform module {path} is not a WebAssembly file. Build a transform with `sluice build`."
+    )]
     NotWasm {
         /// The module's path.
         path: PathBuf,

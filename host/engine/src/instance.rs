@@ -54,14 +54,22 @@ impl TransformInstance {
             .memory_size(config.memory_limit_bytes)
             .trap_on_grow_failure(true)
             .build();
-        let mut store = Store::new(engine, HostState { limits, _table: ResourceTable::new() });
+        let mut store = Store::new(
+            engine,
+            HostState {
+                limits,
+                _table: ResourceTable::new(),
+            },
+        );
         store.limiter(|state| &mut state.limits);
         let deadline_ticks = deadline_ticks(config.batch_deadline);
         store.set_epoch_deadline(deadline_ticks);
-        let bindings = pre.instantiate(&mut store).map_err(|e| EngineError::Instantiate {
-            module: module.to_string(),
-            reason: format!("{e:#}"),
-        })?;
+        let bindings = pre
+            .instantiate(&mut store)
+            .map_err(|e| EngineError::Instantiate {
+                module: module.to_string(),
+                reason: format!("{e:#}"),
+            })?;
         store.set_epoch_deadline(deadline_ticks);
         bindings
             .sluice_transform_transformer()
@@ -71,7 +79,10 @@ impl TransformInstance {
                 kind: trap_kind(&e),
                 message: format!("{e:#}"),
             })?
-            .map_err(|message| EngineError::Init { module: module.to_string(), message })?;
+            .map_err(|message| EngineError::Init {
+                module: module.to_string(),
+                message,
+            })?;
         Ok(TransformInstance {
             store,
             bindings,

@@ -58,7 +58,11 @@ impl TransformEngine {
                 }
             })
             .map_err(|e| EngineError::Config(format!("cannot start the epoch thread: {e}")))?;
-        Ok(TransformEngine { engine, config, ticker_stop })
+        Ok(TransformEngine {
+            engine,
+            config,
+            ticker_stop,
+        })
     }
 
     /// The limits instances run under.
@@ -97,15 +101,19 @@ impl TransformEngine {
                 .imports(&self.engine)
                 .next()
                 .map_or_else(|| format!("{e:#}"), |(name, _)| name.to_string());
-            EngineError::ForbiddenImport { path: path_buf.clone(), import }
+            EngineError::ForbiddenImport {
+                path: path_buf.clone(),
+                import,
+            }
         })?;
         let pre = v0_1::TransformPre::new(pre).map_err(|e| EngineError::Invalid {
             path: path_buf.clone(),
             reason: format!("{e:#}"),
         })?;
-        let name = path
-            .file_stem()
-            .map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
+        let name = path.file_stem().map_or_else(
+            || path.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
         Ok(TransformModule {
             name,
             path: path_buf,
@@ -135,7 +143,10 @@ fn check_contract(
     if exports.iter().any(|name| name == contract::V0_1_EXPORT) {
         return Ok(());
     }
-    match exports.iter().find(|name| name.starts_with(contract::TRANSFORMER_PREFIX)) {
+    match exports
+        .iter()
+        .find(|name| name.starts_with(contract::TRANSFORMER_PREFIX))
+    {
         Some(found) => Err(EngineError::UnsupportedContract {
             path: path.clone(),
             found: found.clone(),
@@ -169,7 +180,10 @@ impl TransformModule {
     }
 
     /// Starts a fresh instance and calls its `init` with `params`.
-    pub fn instantiate(&self, params: &[(String, String)]) -> Result<TransformInstance, EngineError> {
+    pub fn instantiate(
+        &self,
+        params: &[(String, String)],
+    ) -> Result<TransformInstance, EngineError> {
         TransformInstance::start(&self.engine, &self.config, &self.pre, &self.name, params)
     }
 }

@@ -139,7 +139,9 @@ impl TryFrom<StartingVersionText> for StartingVersion {
             StartingVersionText::Text(t) => match t.as_str() {
                 "latest" => Ok(StartingVersion::Latest),
                 "earliest" => Ok(StartingVersion::Earliest),
-                _ => Err(format!("starting_version must be a version number, \"earliest\" or \"latest\", not \"{t}\"")),
+                _ => Err(format!(
+                    "starting_version must be a version number, \"earliest\" or \"latest\", not \"{t}\""
+                )),
             },
         }
     }
@@ -218,12 +220,20 @@ impl PipelineConfig {
 
     /// The Kafka properties as strings.
     pub fn kafka_properties(&self) -> BTreeMap<String, String> {
-        self.sink.kafka.iter().map(|(k, v)| (k.clone(), v.to_string())).collect()
+        self.sink
+            .kafka
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect()
     }
 
     /// The transform parameters as strings.
     pub fn transform_params(&self) -> Vec<(String, String)> {
-        self.transform.params.iter().map(|(k, v)| (k.clone(), v.to_string())).collect()
+        self.transform
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect()
     }
 }
 
@@ -249,7 +259,10 @@ mod tests {
     fn defaults_and_relative_paths() {
         let config = PipelineConfig::parse(MINIMAL, Path::new("/etc/sluice")).unwrap();
         assert_eq!(config.source.table, "/etc/sluice/tables/deals");
-        assert_eq!(config.transform.module, Path::new("/etc/sluice/gold-deals.wasm"));
+        assert_eq!(
+            config.transform.module,
+            Path::new("/etc/sluice/gold-deals.wasm")
+        );
         assert_eq!(config.pipeline.state_dir, Path::new("/etc/sluice/.sluice"));
         assert_eq!(config.source.poll_interval, Duration::from_secs(1));
         assert_eq!(config.source.starting_version, StartingVersion::Earliest);
@@ -258,21 +271,43 @@ mod tests {
 
     #[test]
     fn starting_version_takes_numbers_and_keywords() {
-        let with = |v: &str| PipelineConfig::parse(&MINIMAL.replace("[transform]", &format!("starting_version = {v}\n[transform]")), Path::new("."));
-        assert_eq!(with("7").unwrap().source.starting_version, StartingVersion::Version(7));
-        assert_eq!(with("\"latest\"").unwrap().source.starting_version, StartingVersion::Latest);
+        let with = |v: &str| {
+            PipelineConfig::parse(
+                &MINIMAL.replace(
+                    "[transform]",
+                    &format!("starting_version = {v}\n[transform]"),
+                ),
+                Path::new("."),
+            )
+        };
+        assert_eq!(
+            with("7").unwrap().source.starting_version,
+            StartingVersion::Version(7)
+        );
+        assert_eq!(
+            with("\"latest\"").unwrap().source.starting_version,
+            StartingVersion::Latest
+        );
         assert!(with("\"yesterday\"").is_err());
     }
 
     #[test]
     fn unknown_keys_are_refused_with_their_name() {
-        let err = PipelineConfig::parse(&MINIMAL.replace("[sink]", "[sink]\ntopik = \"x\""), Path::new(".")).unwrap_err();
+        let err = PipelineConfig::parse(
+            &MINIMAL.replace("[sink]", "[sink]\ntopik = \"x\""),
+            Path::new("."),
+        )
+        .unwrap_err();
         assert!(err.contains("topik"), "{err}");
     }
 
     #[test]
     fn urls_are_kept_as_given() {
-        let config = PipelineConfig::parse(&MINIMAL.replace("tables/deals", "s3://bucket/deals"), Path::new("/x")).unwrap();
+        let config = PipelineConfig::parse(
+            &MINIMAL.replace("tables/deals", "s3://bucket/deals"),
+            Path::new("/x"),
+        )
+        .unwrap();
         assert_eq!(config.source.table, "s3://bucket/deals");
     }
 }

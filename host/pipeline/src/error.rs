@@ -20,7 +20,9 @@ pub enum PipelineError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     /// The module failed on a batch.
-    #[error("Pipeline {pipeline} stopped at table {table} version {version}, change row {row_in_version} of that version: {source}")]
+    #[error(
+        "Pipeline {pipeline} stopped at table {table} version {version}, change row {row_in_version} of that version: {source}"
+    )]
     Transform {
         /// The pipeline's name.
         pipeline: String,

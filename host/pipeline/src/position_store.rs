@@ -17,7 +17,9 @@ pub enum PositionError {
         source: std::io::Error,
     },
     /// The file is not a position.
-    #[error("The pipeline's position file {path} is corrupt ({reason}). Delete it to start from the configured starting_version.")]
+    #[error(
+        "The pipeline's position file {path} is corrupt ({reason}). Delete it to start from the configured starting_version."
+    )]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -70,7 +72,12 @@ impl PositionStore {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(PositionError::Io { path: self.path.clone(), source }),
+            Err(source) => {
+                return Err(PositionError::Io {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
         };
         let stored: Stored = serde_json::from_str(&text).map_err(|e| PositionError::Corrupt {
             path: self.path.clone(),
@@ -83,12 +90,18 @@ impl PositionStore {
                 configured: self.table.clone(),
             });
         }
-        Ok(Some(Position { version: stored.version, row_offset: stored.row_offset }))
+        Ok(Some(Position {
+            version: stored.version,
+            row_offset: stored.row_offset,
+        }))
     }
 
     /// Stores `position`, durably: write a temporary file, sync it, rename it over.
     pub fn save(&self, position: Position) -> Result<(), PositionError> {
-        let io = |source| PositionError::Io { path: self.path.clone(), source };
+        let io = |source| PositionError::Io {
+            path: self.path.clone(),
+            source,
+        };
         let stored = Stored {
             table: self.table.clone(),
             version: position.version,
@@ -115,11 +128,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = PositionStore::new(dir.path(), "p", "/t1");
         assert_eq!(store.load().unwrap(), None);
-        let position = Position { version: 4, row_offset: 17 };
+        let position = Position {
+            version: 4,
+            row_offset: 17,
+        };
         store.save(position).unwrap();
         assert_eq!(store.load().unwrap(), Some(position));
         let other = PositionStore::new(dir.path(), "p", "/t2");
-        assert!(matches!(other.load(), Err(PositionError::OtherTable { .. })));
+        assert!(matches!(
+            other.load(),
+            Err(PositionError::OtherTable { .. })
+        ));
     }
 
     #[test]

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use sluice_engine::{EngineConfig, OutputRecord, TransformEngine, TransformError, TransformInstance};
+use sluice_engine::{
+    EngineConfig, OutputRecord, TransformEngine, TransformError, TransformInstance,
+};
 use sluice_sink::{KafkaSink, SinkRecord};
 use sluice_source::{ChangeBatch, ChangeFeed, Position, SourceError, SourceOptions};
 use tokio::sync::{mpsc, watch};
@@ -64,9 +66,17 @@ pub async fn run(
     })
     .await?;
 
-    let sink = KafkaSink::connect(&config.kafka_properties(), &config.sink.topic, config.sink.connect_timeout).await?;
+    let sink = KafkaSink::connect(
+        &config.kafka_properties(),
+        &config.sink.topic,
+        config.sink.connect_timeout,
+    )
+    .await?;
 
-    let mut summary = RunSummary { position: start_position(config, &feed, &store).await?, ..RunSummary::default() };
+    let mut summary = RunSummary {
+        position: start_position(config, &feed, &store).await?,
+        ..RunSummary::default()
+    };
     tracing::info!(pipeline = %name, table = feed.table(), position = %summary.position, "Pipeline started.");
 
     loop {
@@ -76,7 +86,17 @@ pub async fn run(
         let reader = feed.clone();
         let latest = blocking(move || reader.latest_version()).await?;
         if summary.position.version <= latest {
-            let stopped = process_range(&feed, latest, &mut instance, &sink, &store, &mut summary, &name, &mut shutdown).await?;
+            let stopped = process_range(
+                &feed,
+                latest,
+                &mut instance,
+                &sink,
+                &store,
+                &mut summary,
+                &name,
+                &mut shutdown,
+            )
+            .await?;
             if stopped {
                 break;
             }
@@ -95,7 +115,11 @@ pub async fn run(
     Ok(summary)
 }
 
-async fn start_position(config: &PipelineConfig, feed: &Arc<ChangeFeed>, store: &PositionStore) -> Result<Position, PipelineError> {
+async fn start_position(
+    config: &PipelineConfig,
+    feed: &Arc<ChangeFeed>,
+    store: &PositionStore,
+) -> Result<Position, PipelineError> {
     if let Some(stored) = store.load()? {
         tracing::info!(position = %stored, file = %store.path().display(), "Resuming from the stored position.");
         return Ok(stored);
@@ -168,7 +192,12 @@ async fn process_range(
     Ok(false)
 }
 
-fn transform_error(pipeline: &str, table: &str, batch: &ChangeBatch, source: TransformError) -> PipelineError {
+fn transform_error(
+    pipeline: &str,
+    table: &str,
+    batch: &ChangeBatch,
+    source: TransformError,
+) -> PipelineError {
     let first_row = batch.end.row_offset - batch.batch.num_rows() as u64;
     let row = match &source {
         TransformError::Row { row, .. } => u64::from(*row),
@@ -184,7 +213,12 @@ fn transform_error(pipeline: &str, table: &str, batch: &ChangeBatch, source: Tra
 }
 
 fn sink_record(record: OutputRecord) -> SinkRecord {
-    SinkRecord { topic: record.topic, key: record.key, value: record.value, headers: record.headers }
+    SinkRecord {
+        topic: record.topic,
+        key: record.key,
+        value: record.value,
+        headers: record.headers,
+    }
 }
 
 async fn blocking<T: Send + 'static, E: Send + 'static>(

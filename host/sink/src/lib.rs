@@ -21,7 +21,12 @@ const DEFAULTS: &[(&str, &str)] = &[
 ];
 
 /// Property names whose values are secrets and never appear in messages.
-const SECRET_PROPERTIES: &[&str] = &["sasl.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password"];
+const SECRET_PROPERTIES: &[&str] = &[
+    "sasl.password",
+    "sasl.jaas.config",
+    "ssl.key.password",
+    "ssl.keystore.password",
+];
 
 /// A record to produce.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,7 +45,9 @@ pub struct SinkRecord {
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
     /// `bootstrap.servers` is not set.
-    #[error("The Kafka properties have no `bootstrap.servers`. Set it in [sink.kafka], for example \"bootstrap.servers\" = \"127.0.0.1:9092\".")]
+    #[error(
+        "The Kafka properties have no `bootstrap.servers`. Set it in [sink.kafka], for example \"bootstrap.servers\" = \"127.0.0.1:9092\"."
+    )]
     MissingBootstrap,
     /// librdkafka refused the properties.
     #[error("Kafka property error: {0}. Check [sink.kafka]; names and values are librdkafka's.")]
@@ -58,7 +65,9 @@ pub enum SinkError {
         detail: String,
     },
     /// The topic does not exist and the broker does not create it.
-    #[error("Kafka topic `{topic}` does not exist at {bootstrap}. Create it, or enable automatic topic creation on the broker.")]
+    #[error(
+        "Kafka topic `{topic}` does not exist at {bootstrap}. Create it, or enable automatic topic creation on the broker."
+    )]
     TopicMissing {
         /// The topic.
         topic: String,
@@ -103,27 +112,36 @@ impl KafkaSink {
         for (name, value) in properties {
             config.set(name, value);
         }
-        let producer: FutureProducer = config.create().map_err(|e| SinkError::Config(redact(&e.to_string(), properties)))?;
+        let producer: FutureProducer = config
+            .create()
+            .map_err(|e| SinkError::Config(redact(&e.to_string(), properties)))?;
         let probe = producer.clone();
         let probe_topic = topic.to_string();
-        let metadata = tokio::task::spawn_blocking(move || probe.client().fetch_metadata(Some(&probe_topic), wait))
+        let found = tokio::task::spawn_blocking(move || topic_ready(&probe, &probe_topic, wait))
             .await
             .expect("the metadata probe does not panic");
-        let unreachable = |detail: String| SinkError::Unreachable { bootstrap: bootstrap.clone(), waited: wait, detail };
-        let metadata = metadata.map_err(|e| unreachable(e.to_string()))?;
-        if metadata.brokers().is_empty() {
-            return Err(unreachable("no broker in the metadata".to_string()));
-        }
-        let topic_missing = metadata
-            .topics()
-            .iter()
-            .find(|t| t.name() == topic)
-            .is_none_or(|t| t.error().is_some() || t.partitions().is_empty());
-        if topic_missing {
-            return Err(SinkError::TopicMissing { topic: topic.to_string(), bootstrap });
+        match found {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(SinkError::TopicMissing {
+                    topic: topic.to_string(),
+                    bootstrap,
+                });
+            }
+            Err(detail) => {
+                return Err(SinkError::Unreachable {
+                    bootstrap,
+                    waited: wait,
+                    detail,
+                });
+            }
         }
         tracing::info!(%bootstrap, topic, "Connected to Kafka.");
-        Ok(KafkaSink { producer, topic: topic.to_string(), bootstrap })
+        Ok(KafkaSink {
+            producer,
+            topic: topic.to_string(),
+            bootstrap,
+        })
     }
 
     /// The default topic.
@@ -139,17 +157,26 @@ impl KafkaSink {
             deliveries.push((topic, self.enqueue(topic, record).await?));
         }
         for (topic, delivery) in deliveries {
-            let outcome = delivery.await.map_err(|_| self.delivery_error(topic, KafkaError::Canceled))?;
+            let outcome = delivery
+                .await
+                .map_err(|_| self.delivery_error(topic, KafkaError::Canceled))?;
             outcome.map_err(|(error, _)| self.delivery_error(topic, error))?;
         }
         Ok(())
     }
 
     async fn enqueue(&self, topic: &str, record: &SinkRecord) -> Result<DeliveryFuture, SinkError> {
-        let headers = record.headers.iter().fold(OwnedHeaders::new(), |headers, (key, value)| {
-            headers.insert(Header { key, value: Some(value) })
-        });
-        let mut future_record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).headers(headers);
+        let headers = record
+            .headers
+            .iter()
+            .fold(OwnedHeaders::new(), |headers, (key, value)| {
+                headers.insert(Header {
+                    key,
+                    value: Some(value),
+                })
+            });
+        let mut future_record: FutureRecord<'_, [u8], [u8]> =
+            FutureRecord::to(topic).headers(headers);
         if let Some(key) = &record.key {
             future_record = future_record.key(key);
         }
@@ -169,7 +196,48 @@ impl KafkaSink {
     }
 
     fn delivery_error(&self, topic: &str, error: KafkaError) -> SinkError {
-        SinkError::Delivery { topic: topic.to_string(), bootstrap: self.bootstrap.clone(), error }
+        SinkError::Delivery {
+            topic: topic.to_string(),
+            bootstrap: self.bootstrap.clone(),
+            error,
+        }
+    }
+}
+
+/// Waits up to `wait` for metadata that shows `topic` with partitions: `Ok(false)` if
+/// brokers answer but the topic never appears (a producer's metadata request creates it
+/// where the broker allows), `Err` if no broker answers.
+fn topic_ready(producer: &FutureProducer, topic: &str, wait: Duration) -> Result<bool, String> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut brokers_answered = false;
+    loop {
+        let remaining = deadline.saturating_duration_since(std::time::Instant::now());
+        match producer
+            .client()
+            .fetch_metadata(Some(topic), remaining.max(Duration::from_millis(100)))
+        {
+            Ok(metadata) => {
+                brokers_answered |= !metadata.brokers().is_empty();
+                let ready = metadata.topics().iter().any(|t| {
+                    t.name() == topic && t.error().is_none() && !t.partitions().is_empty()
+                });
+                if ready {
+                    return Ok(true);
+                }
+            }
+            Err(e) if !brokers_answered && std::time::Instant::now() >= deadline => {
+                return Err(e.to_string());
+            }
+            Err(_) => {}
+        }
+        if std::time::Instant::now() >= deadline {
+            return if brokers_answered {
+                Ok(false)
+            } else {
+                Err("no broker answered".to_string())
+            };
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -179,7 +247,9 @@ fn redact(message: &str, properties: &BTreeMap<String, String>) -> String {
         .iter()
         .filter_map(|name| properties.get(*name))
         .filter(|secret| !secret.is_empty())
-        .fold(message.to_string(), |text, secret| text.replace(secret.as_str(), "***"))
+        .fold(message.to_string(), |text, secret| {
+            text.replace(secret.as_str(), "***")
+        })
 }
 
 #[cfg(test)]
@@ -194,14 +264,21 @@ mod tests {
 
     #[tokio::test]
     async fn missing_bootstrap_servers_is_named() {
-        let err = KafkaSink::connect(&BTreeMap::new(), "t", Duration::from_secs(1)).await.err().unwrap();
+        let err = KafkaSink::connect(&BTreeMap::new(), "t", Duration::from_secs(1))
+            .await
+            .err()
+            .unwrap();
         assert!(matches!(err, SinkError::MissingBootstrap), "{err}");
     }
 
     #[tokio::test]
     async fn an_unreachable_broker_is_named_after_a_bounded_wait() {
-        let properties = BTreeMap::from([("bootstrap.servers".to_string(), "127.0.0.1:1".to_string())]);
-        let err = KafkaSink::connect(&properties, "t", Duration::from_secs(2)).await.err().unwrap();
+        let properties =
+            BTreeMap::from([("bootstrap.servers".to_string(), "127.0.0.1:1".to_string())]);
+        let err = KafkaSink::connect(&properties, "t", Duration::from_secs(2))
+            .await
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
         assert!(matches!(err, SinkError::Unreachable { .. }), "{err}");
     }

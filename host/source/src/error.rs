@@ -20,7 +20,9 @@ pub enum SourceError {
         table: String,
     },
     /// The location holds no Delta log.
-    #[error("{table} is not a Delta table: it has no _delta_log directory. Check `table` in the [source] section.")]
+    #[error(
+        "{table} is not a Delta table: it has no _delta_log directory. Check `table` in the [source] section."
+    )]
     NotADeltaTable {
         /// The configured location.
         table: String,

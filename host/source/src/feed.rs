@@ -27,7 +27,10 @@ pub struct SourceOptions {
 
 impl Default for SourceOptions {
     fn default() -> SourceOptions {
-        SourceOptions { batch_rows: 10_000, storage_options: Vec::new() }
+        SourceOptions {
+            batch_rows: 10_000,
+            storage_options: Vec::new(),
+        }
     }
 }
 
@@ -55,10 +58,17 @@ impl ChangeFeed {
         let store = store_from_url_opts(&url, options.storage_options.clone())
             .map_err(|e| kernel_error(table, "opening its storage", e))?;
         let engine: Arc<dyn Engine> = Arc::new(DefaultEngineBuilder::new(store).build());
-        let feed = ChangeFeed { table: table.to_string(), url, engine, options };
+        let feed = ChangeFeed {
+            table: table.to_string(),
+            url,
+            engine,
+            options,
+        };
         let snapshot = feed.snapshot()?;
         if snapshot.table_properties().enable_change_data_feed != Some(true) {
-            return Err(SourceError::CdfNotEnabled { table: feed.table.clone() });
+            return Err(SourceError::CdfNotEnabled {
+                table: feed.table.clone(),
+            });
         }
         Ok(feed)
     }
@@ -77,8 +87,12 @@ impl ChangeFeed {
         Snapshot::builder_for(self.url.as_str())
             .build(self.engine.as_ref())
             .map_err(|e| match e {
-                KernelError::FileNotFound(_) | KernelError::MissingVersion(_) if !self.has_log() => {
-                    SourceError::NotADeltaTable { table: self.table.clone() }
+                KernelError::FileNotFound(_) | KernelError::MissingVersion(_)
+                    if !self.has_log() =>
+                {
+                    SourceError::NotADeltaTable {
+                        table: self.table.clone(),
+                    }
                 }
                 e => kernel_error(&self.table, "reading its latest snapshot", e),
             })
@@ -99,14 +113,20 @@ impl ChangeFeed {
         &self,
         from: Position,
         to: u64,
-    ) -> Result<impl Iterator<Item = Result<ChangeBatch, SourceError>> + Send + 'static, SourceError> {
+    ) -> Result<impl Iterator<Item = Result<ChangeBatch, SourceError>> + Send + 'static, SourceError>
+    {
         let table = self.table.clone();
         let range_error = {
             let table = table.clone();
             move |e: KernelError| classify(&table, from.version, to, e)
         };
-        let changes = TableChanges::try_new(self.url.clone(), self.engine.as_ref(), from.version, Some(to))
-            .map_err(&range_error)?;
+        let changes = TableChanges::try_new(
+            self.url.clone(),
+            self.engine.as_ref(),
+            from.version,
+            Some(to),
+        )
+        .map_err(&range_error)?;
         let scan = changes.into_scan_builder().build().map_err(&range_error)?;
         let batches = scan.execute(self.engine.clone()).map_err(&range_error)?;
         let mut cursor = Cursor::new(table, from, self.options.batch_rows.max(1));
@@ -144,7 +164,12 @@ struct Cursor {
 
 impl Cursor {
     fn new(table: String, from: Position, batch_rows: usize) -> Cursor {
-        Cursor { table, skip_until: from, at: Position::at_version(from.version), batch_rows }
+        Cursor {
+            table,
+            skip_until: from,
+            at: Position::at_version(from.version),
+            batch_rows,
+        }
     }
 
     fn split(&mut self, batch: RecordBatch) -> Result<Vec<ChangeBatch>, SourceError> {
@@ -168,15 +193,20 @@ impl Cursor {
                 .position(|&v| v != version)
                 .map_or(versions.len(), |n| start + n);
             let mut row = start;
-            if version == self.skip_until.version && self.at.row_offset < self.skip_until.row_offset {
-                let skip = (self.skip_until.row_offset - self.at.row_offset).min((run_end - row) as u64);
+            if version == self.skip_until.version && self.at.row_offset < self.skip_until.row_offset
+            {
+                let skip =
+                    (self.skip_until.row_offset - self.at.row_offset).min((run_end - row) as u64);
                 self.at.row_offset += skip;
                 row += skip as usize;
             }
             while row < run_end {
                 let len = (run_end - row).min(self.batch_rows);
                 self.at.row_offset += len as u64;
-                out.push(ChangeBatch { batch: batch.slice(row, len), end: self.at });
+                out.push(ChangeBatch {
+                    batch: batch.slice(row, len),
+                    end: self.at,
+                });
                 row += len;
             }
             start = run_end;
@@ -191,7 +221,9 @@ fn commit_versions(table: &str, batch: &RecordBatch) -> Result<Vec<u64>, SourceE
         context: "reading _commit_version".to_string(),
         source: Box::new(KernelError::MissingColumn("_commit_version".to_string())),
     };
-    let column = batch.column_by_name("_commit_version").ok_or_else(missing)?;
+    let column = batch
+        .column_by_name("_commit_version")
+        .ok_or_else(missing)?;
     let column = cast(column, &DataType::Int64).map_err(|_| missing())?;
     let column = column.as_primitive::<Int64Type>();
     if column.null_count() > 0 {
@@ -201,9 +233,14 @@ fn commit_versions(table: &str, batch: &RecordBatch) -> Result<Vec<u64>, SourceE
 }
 
 fn table_url(table: &str) -> Result<Url, SourceError> {
-    let invalid = |reason: String| SourceError::InvalidLocation { table: table.to_string(), reason };
+    let invalid = |reason: String| SourceError::InvalidLocation {
+        table: table.to_string(),
+        reason,
+    };
     let local = match Url::parse(table) {
-        Ok(url) if url.scheme() == "file" => url.to_file_path().map_err(|()| invalid("not a local path".into()))?,
+        Ok(url) if url.scheme() == "file" => url
+            .to_file_path()
+            .map_err(|()| invalid("not a local path".into()))?,
         Ok(url) if url.scheme().len() > 1 => {
             let mut url = url;
             if !url.path().ends_with('/') {
@@ -214,37 +251,71 @@ fn table_url(table: &str) -> Result<Url, SourceError> {
         _ => Path::new(table).to_path_buf(),
     };
     if !local.exists() {
-        return Err(SourceError::TableNotFound { table: table.to_string() });
+        return Err(SourceError::TableNotFound {
+            table: table.to_string(),
+        });
     }
     if !local.join("_delta_log").is_dir() {
-        return Err(SourceError::NotADeltaTable { table: table.to_string() });
+        return Err(SourceError::NotADeltaTable {
+            table: table.to_string(),
+        });
     }
     let absolute = local.canonicalize().map_err(|e| invalid(e.to_string()))?;
     Url::from_directory_path(&absolute).map_err(|()| invalid("not an absolute path".into()))
 }
 
 fn kernel_error(table: &str, context: &str, source: KernelError) -> SourceError {
-    SourceError::Kernel { table: table.to_string(), context: context.to_string(), source: Box::new(source) }
+    SourceError::Kernel {
+        table: table.to_string(),
+        context: context.to_string(),
+        source: Box::new(source),
+    }
 }
 
 fn classify(table: &str, start: u64, end: u64, error: KernelError) -> SourceError {
     let table_s = table.to_string();
     match error {
-        KernelError::ChangeDataFeedUnsupported(version) => SourceError::CdfDisabledInRange { table: table_s, version },
-        KernelError::StartVersionNotFound { requested, earliest } => {
-            SourceError::VersionUnavailable { table: table_s, requested, earliest }
-        }
-        KernelError::ChangeDataFeedIncompatibleSchema(..) => {
-            SourceError::SchemaChanged { table: table_s, start, end, detail: error.to_string() }
-        }
-        KernelError::FileNotFound(_) => SourceError::FileMissing { table: table_s, start, end, detail: error.to_string() },
-        e if e.to_string().contains("schemas are different") => {
-            SourceError::SchemaChanged { table: table_s, start, end, detail: e.to_string() }
-        }
-        e if e.to_string().contains("not found") => {
-            SourceError::FileMissing { table: table_s, start, end, detail: e.to_string() }
-        }
-        e => kernel_error(table, &format!("reading changes of versions {start}..={end}"), e),
+        KernelError::ChangeDataFeedUnsupported(version) => SourceError::CdfDisabledInRange {
+            table: table_s,
+            version,
+        },
+        KernelError::StartVersionNotFound {
+            requested,
+            earliest,
+        } => SourceError::VersionUnavailable {
+            table: table_s,
+            requested,
+            earliest,
+        },
+        KernelError::ChangeDataFeedIncompatibleSchema(..) => SourceError::SchemaChanged {
+            table: table_s,
+            start,
+            end,
+            detail: error.to_string(),
+        },
+        KernelError::FileNotFound(_) => SourceError::FileMissing {
+            table: table_s,
+            start,
+            end,
+            detail: error.to_string(),
+        },
+        e if e.to_string().contains("schemas are different") => SourceError::SchemaChanged {
+            table: table_s,
+            start,
+            end,
+            detail: e.to_string(),
+        },
+        e if e.to_string().contains("not found") => SourceError::FileMissing {
+            table: table_s,
+            start,
+            end,
+            detail: e.to_string(),
+        },
+        e => kernel_error(
+            table,
+            &format!("reading changes of versions {start}..={end}"),
+            e,
+        ),
     }
 }
 
@@ -259,18 +330,28 @@ mod tests {
 
     fn versions(v: &[i64]) -> RecordBatch {
         let schema = Schema::new(vec![Field::new("_commit_version", DataType::Int64, false)]);
-        RecordBatch::try_new(Arc::new(schema), vec![Arc::new(Int64Array::from(v.to_vec()))]).unwrap()
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![Arc::new(Int64Array::from(v.to_vec()))],
+        )
+        .unwrap()
     }
 
     fn shape(batches: &[ChangeBatch]) -> Vec<(usize, Position)> {
-        batches.iter().map(|b| (b.batch.num_rows(), b.end)).collect()
+        batches
+            .iter()
+            .map(|b| (b.batch.num_rows(), b.end))
+            .collect()
     }
 
     #[test]
     fn batches_never_span_versions_and_respect_the_row_cap() {
         let mut cursor = Cursor::new("t".into(), Position::at_version(1), 2);
         let out = cursor.split(versions(&[1, 1, 1, 2])).unwrap();
-        let p = |version, row_offset| Position { version, row_offset };
+        let p = |version, row_offset| Position {
+            version,
+            row_offset,
+        };
         assert_eq!(shape(&out), [(2, p(1, 2)), (1, p(1, 3)), (1, p(2, 1))]);
         let out = cursor.split(versions(&[2, 4])).unwrap();
         assert_eq!(shape(&out), [(1, p(2, 2)), (1, p(4, 1))]);
@@ -278,11 +359,17 @@ mod tests {
 
     #[test]
     fn resuming_inside_a_version_skips_delivered_rows_across_kernel_batches() {
-        let from = Position { version: 3, row_offset: 3 };
+        let from = Position {
+            version: 3,
+            row_offset: 3,
+        };
         let mut cursor = Cursor::new("t".into(), from, 10);
         assert!(cursor.split(versions(&[3, 3])).unwrap().is_empty());
         let out = cursor.split(versions(&[3, 3, 4])).unwrap();
-        let p = |version, row_offset| Position { version, row_offset };
+        let p = |version, row_offset| Position {
+            version,
+            row_offset,
+        };
         assert_eq!(shape(&out), [(1, p(3, 4)), (1, p(4, 1))]);
     }
 
@@ -290,15 +377,24 @@ mod tests {
     fn rows_out_of_commit_order_are_an_error() {
         let mut cursor = Cursor::new("t".into(), Position::at_version(0), 10);
         cursor.split(versions(&[5])).unwrap();
-        assert!(matches!(cursor.split(versions(&[4])), Err(SourceError::OutOfOrder { .. })));
+        assert!(matches!(
+            cursor.split(versions(&[4])),
+            Err(SourceError::OutOfOrder { .. })
+        ));
     }
 
     #[test]
     fn missing_paths_and_non_tables_are_named() {
         let missing = table_url("/definitely/not/here").unwrap_err();
-        assert!(matches!(missing, SourceError::TableNotFound { .. }), "{missing}");
+        assert!(
+            matches!(missing, SourceError::TableNotFound { .. }),
+            "{missing}"
+        );
         let dir = std::env::temp_dir();
         let not_delta = table_url(dir.to_str().unwrap()).unwrap_err();
-        assert!(matches!(not_delta, SourceError::NotADeltaTable { .. }), "{not_delta}");
+        assert!(
+            matches!(not_delta, SourceError::NotADeltaTable { .. }),
+            "{not_delta}"
+        );
     }
 }

@@ -15,7 +15,10 @@ pub struct Position {
 impl Position {
     /// The start of `version`.
     pub fn at_version(version: u64) -> Position {
-        Position { version, row_offset: 0 }
+        Position {
+            version,
+            row_offset: 0,
+        }
     }
 }
 

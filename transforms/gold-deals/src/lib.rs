@@ -35,10 +35,13 @@ impl Transform for GoldDeals {
     }
 
     fn transform(&mut self, batch: &Batch, out: &mut Output) -> Result<(), Error> {
-        for row in batch.rows().filter(|r| self.emit.contains(&r.change_type())) {
-            let key = row
-                .str("documentId")?
-                .ok_or_else(|| Error::row(row.index(), "The row has no documentId to key it by."))?;
+        for row in batch
+            .rows()
+            .filter(|r| self.emit.contains(&r.change_type()))
+        {
+            let key = row.str("documentId")?.ok_or_else(|| {
+                Error::row(row.index(), "The row has no documentId to key it by.")
+            })?;
             let record = Record::new().key(key);
             let record = match row.change_type() {
                 ChangeType::Delete => record,
@@ -52,7 +55,9 @@ impl Transform for GoldDeals {
 
 fn gold_json(row: &Row<'_>) -> Result<String, Error> {
     let cut = |column: &str| -> Result<Value<'_>, Error> {
-        Ok(row.str(column)?.map_or(Value::Null, |s| Value::Str(spark_substring(s, 11, 24))))
+        Ok(row
+            .str(column)?
+            .map_or(Value::Null, |s| Value::Str(spark_substring(s, 11, 24))))
     };
     Ok(JsonObject::new()
         .field("documentId", row.get("documentId")?)
@@ -60,7 +65,10 @@ fn gold_json(row: &Row<'_>) -> Result<String, Error> {
         .field("owner_id", cut("fullDocument.owner_id")?)
         .field("owner_type", row.get("fullDocument.owner_type")?)
         .field("account_id", cut("fullDocument.account_id")?)
-        .field("manager_account_id", cut("fullDocument.manager_account_id")?)
+        .field(
+            "manager_account_id",
+            cut("fullDocument.manager_account_id")?,
+        )
         .field("hubspot_deal_id", row.get("fullDocument.hubspot_deal_id")?)
         .field("stage", row.get("fullDocument.stage")?)
         .field("status", row.get("fullDocument.status")?)
@@ -71,7 +79,10 @@ fn gold_json(row: &Row<'_>) -> Result<String, Error> {
 /// Spark's `substring(s, pos, len)` for a positive 1-based `pos`: characters, not bytes,
 /// and whatever part of the range exists.
 fn spark_substring(s: &str, pos: usize, len: usize) -> &str {
-    let mut chars = s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len()));
+    let mut chars = s
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(s.len()));
     let start = chars.nth(pos - 1).unwrap_or(s.len());
     let end = chars.nth(len - 1).unwrap_or(s.len());
     &s[start..end]
@@ -100,10 +111,16 @@ mod tests {
     fn inserts_become_values_deletes_tombstones_preimages_vanish() {
         let owner = Some("ObjectId('65a1f0c2e4b0a1b2c3d4e5f6')");
         let batch = BatchBuilder::new()
-            .column("documentId", strings(&[Some("d1"), Some("d1"), Some("d1"), Some("d2")]))
+            .column(
+                "documentId",
+                strings(&[Some("d1"), Some("d1"), Some("d1"), Some("d2")]),
+            )
             .column("eventTimestamp", ColumnValues::Timestamp(vec![Some(0); 4]))
             .column("fullDocument.owner_id", strings(&[owner; 4]))
-            .column("fullDocument.stage", strings(&[Some("new"), Some("new"), Some("won"), None]))
+            .column(
+                "fullDocument.stage",
+                strings(&[Some("new"), Some("new"), Some("won"), None]),
+            )
             .change(ChangeType::Insert, 1, 0)
             .change(ChangeType::UpdatePreimage, 2, 0)
             .change(ChangeType::UpdatePostimage, 2, 0)
@@ -115,13 +132,17 @@ mod tests {
         let got: Vec<_> = out.records().iter().map(|(row, _)| *row).collect();
         assert_eq!(got, [0, 2, 3]);
         let expected_value = r#"{"documentId":"d1","eventTimestamp":"1970-01-01T00:00:00.000Z","owner_id":"65a1f0c2e4b0a1b2c3d4e5f6","stage":"won"}"#;
-        assert_eq!(out.records()[1].1, Record::new().key("d1").value(expected_value));
+        assert_eq!(
+            out.records()[1].1,
+            Record::new().key("d1").value(expected_value)
+        );
         assert_eq!(out.records()[2].1, Record::new().key("d2"));
     }
 
     #[test]
     fn unknown_change_type_parameter_is_refused() {
-        let params = Params::from_pairs([("change_types".to_string(), "insert,upsert".to_string())]);
+        let params =
+            Params::from_pairs([("change_types".to_string(), "insert,upsert".to_string())]);
         let err = GoldDeals::init(&params).err().unwrap();
         assert!(err.contains("`upsert`"), "{err}");
     }

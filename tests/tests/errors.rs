@@ -1,0 +1,102 @@
+//! Bad input stops the pipeline with a message that says what is wrong and what to do.
+
+use std::path::Path;
+
+use sluice_tests::{
+    PipelineFiles, deals_table, kafka_bootstrap, run_sluice, transform_component, unique_topic,
+};
+
+fn fails_with(table: &Path, module: &Path, bootstrap: &str, expected: &[&str]) {
+    let files = PipelineFiles::new(table, module, &unique_topic("errors"), bootstrap, "", "");
+    let run = run_sluice(&files.config, &["--stop-at-latest"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "sluice succeeded; stderr: {stderr}");
+    for text in expected {
+        assert!(stderr.contains(text), "stderr lacks {text:?}: {stderr}");
+    }
+}
+
+fn cdf_table(dir: &Path) -> std::path::PathBuf {
+    let table = dir.join("deals");
+    deals_table(&table, &["create", "--rows", "3"]);
+    table
+}
+
+#[test]
+fn a_missing_table_path_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let missing = work.path().join("no-such-table");
+    fails_with(
+        &missing,
+        &transform_component("passthrough"),
+        &kafka_bootstrap(),
+        &["no-such-table", "does not exist"],
+    );
+}
+
+#[test]
+fn a_table_without_change_data_feed_says_how_to_enable_it() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("plain");
+    deals_table(&table, &["plain", "--rows", "3"]);
+    fails_with(
+        &table,
+        &transform_component("passthrough"),
+        &kafka_bootstrap(),
+        &[
+            "does not have the change data feed enabled",
+            "ALTER TABLE <table> SET TBLPROPERTIES (delta.enableChangeDataFeed = true)",
+        ],
+    );
+}
+
+#[test]
+fn a_missing_module_file_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let table = cdf_table(work.path());
+    fails_with(
+        &table,
+        &work.path().join("nowhere.wasm"),
+        &kafka_bootstrap(),
+        &["Cannot read transform module", "nowhere.wasm"],
+    );
+}
+
+#[test]
+fn a_core_module_or_a_non_wasm_file_is_not_a_component() {
+    let work = tempfile::tempdir().unwrap();
+    let table = cdf_table(work.path());
+    let core = work.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    fails_with(
+        &table,
+        &core,
+        &kafka_bootstrap(),
+        &["core.wasm", "not a component", "sluice build"],
+    );
+    let text = work.path().join("notes.wasm");
+    std::fs::write(&text, "hello").unwrap();
+    fails_with(
+        &table,
+        &text,
+        &kafka_bootstrap(),
+        &["notes.wasm", "is not a WebAssembly file"],
+    );
+}
+
+#[test]
+fn an_unreachable_broker_is_named_after_a_bounded_wait() {
+    let work = tempfile::tempdir().unwrap();
+    let table = cdf_table(work.path());
+    let started = std::time::Instant::now();
+    fails_with(
+        &table,
+        &transform_component("passthrough"),
+        "127.0.0.1:1",
+        &["Kafka at 127.0.0.1:1 did not answer"],
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "the wait was not bounded"
+    );
+}
