@@ -116,9 +116,21 @@ fn a_killed_pipeline_resumes_from_its_stored_position_and_loses_nothing() {
     distinct.dedup();
     let mut want = expected.clone();
     want.sort();
-    assert_eq!(
-        distinct, want,
-        "after a crash and restart, the records differ from a clean run"
+    let missing: Vec<&String> = want
+        .iter()
+        .filter(|l| distinct.binary_search(l).is_err())
+        .collect();
+    let extra: Vec<&String> = distinct
+        .iter()
+        .filter(|l| want.binary_search(l).is_err())
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "after a crash at {killed_at:?} and a restart, {} records are missing and {} are extra; first missing: {:?}; first extra: {:?}",
+        missing.len(),
+        extra.len(),
+        missing.first(),
+        extra.first()
     );
     // At-least-once: only the batch in flight at the kill may be repeated.
     assert!(

@@ -120,12 +120,39 @@ pub fn build_rust_transform(
     Ok(out)
 }
 
-/// Wraps a core module that embeds the SDK's component type section into a component.
+/// The interface every transform exports, whatever its contract version.
+const TRANSFORMER_INTERFACE: &str = "sluice:transform/transformer@";
+
+/// Wraps a core module that embeds the SDK's component type section into a component,
+/// and checks that the component exports a transformer.
 pub fn componentize(module: &[u8]) -> Result<Vec<u8>, String> {
-    wit_component::ComponentEncoder::default()
+    let component = wit_component::ComponentEncoder::default()
         .module(module)
         .and_then(|encoder| encoder.validate(true).encode())
-        .map_err(|e| format!("{e:#}"))
+        .map_err(|e| format!("{e:#}"))?;
+    let decoded = wit_component::decode(&component).map_err(|e| format!("{e:#}"))?;
+    let (resolve, world) = (decoded.resolve(), decoded.package());
+    let exports: Vec<String> = resolve.packages[world]
+        .worlds
+        .values()
+        .flat_map(|&w| {
+            resolve.worlds[w]
+                .exports
+                .keys()
+                .map(|key| resolve.name_world_key(key))
+        })
+        .collect();
+    if exports
+        .iter()
+        .any(|name| name.starts_with(TRANSFORMER_INTERFACE))
+    {
+        Ok(component)
+    } else {
+        Err(format!(
+            "it exports [{}] and no sluice:transform/transformer",
+            exports.join(", ")
+        ))
+    }
 }
 
 fn package_name(manifest: &Path) -> Result<String, BuildError> {

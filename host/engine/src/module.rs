@@ -133,7 +133,7 @@ impl Drop for TransformEngine {
 fn check_contract(
     engine: &wasmtime::Engine,
     component: &Component,
-    path: &PathBuf,
+    path: &Path,
 ) -> Result<(), EngineError> {
     let component_type = component.component_type();
     let exports: Vec<String> = component_type
@@ -148,12 +148,12 @@ fn check_contract(
         .find(|name| name.starts_with(contract::TRANSFORMER_PREFIX))
     {
         Some(found) => Err(EngineError::UnsupportedContract {
-            path: path.clone(),
+            path: path.to_path_buf(),
             found: found.clone(),
             supported: crate::SUPPORTED_CONTRACTS.join(", "),
         }),
         None => Err(EngineError::NotATransform {
-            path: path.clone(),
+            path: path.to_path_buf(),
             exports: exports.join(", "),
         }),
     }

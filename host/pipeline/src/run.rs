@@ -62,7 +62,7 @@ pub async fn run(
         let engine = TransformEngine::new(engine_config)?;
         let module = engine.load(&module_path)?;
         let instance = module.instantiate(&params)?;
-        Ok::<_, PipelineError>((engine, instance))
+        Ok::<_, sluice_engine::EngineError>((engine, instance))
     })
     .await?;
 

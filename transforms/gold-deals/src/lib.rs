@@ -110,7 +110,7 @@ mod tests {
     #[test]
     fn inserts_become_values_deletes_tombstones_preimages_vanish() {
         let owner = Some("ObjectId('65a1f0c2e4b0a1b2c3d4e5f6')");
-        let batch = BatchBuilder::new()
+        let mut builder = BatchBuilder::new()
             .column(
                 "documentId",
                 strings(&[Some("d1"), Some("d1"), Some("d1"), Some("d2")]),
@@ -120,7 +120,18 @@ mod tests {
             .column(
                 "fullDocument.stage",
                 strings(&[Some("new"), Some("new"), Some("won"), None]),
-            )
+            );
+        for field in [
+            "owner_type",
+            "account_id",
+            "manager_account_id",
+            "hubspot_deal_id",
+            "status",
+            "title",
+        ] {
+            builder = builder.column(&format!("fullDocument.{field}"), strings(&[None; 4]));
+        }
+        let batch = builder
             .change(ChangeType::Insert, 1, 0)
             .change(ChangeType::UpdatePreimage, 2, 0)
             .change(ChangeType::UpdatePostimage, 2, 0)
