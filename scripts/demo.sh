@@ -10,6 +10,7 @@ cd "$root"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/target}
 port=${SLUICE_KAFKA_PORT:-19092}
 bootstrap=127.0.0.1:$port
+topic=deals-gold-$(date +%s)
 work=$root/demo/work
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -46,24 +47,24 @@ wait_for_version() {
   exit 1
 }
 show_records() {
-  kcat -C -b "$bootstrap" -t deals-gold -o "$1" -e -q -Z -X isolation.level=read_committed \
+  kcat -C -b "$bootstrap" -t "$topic" -o "$1" -e -q -Z -X isolation.level=read_committed \
     -f '  %k  %s\n' | sed 's/  NULL$/  (tombstone)/'
 }
 
 say "Creating the deals table: 20 deals (version 0), then 10 more (version 1)"
 table create --rows 20
 table append --start 20 --rows 10
-sed -e "s|@BOOTSTRAP@|$bootstrap|" -e "s|@MODULE@|$module|" demo/pipeline.toml.in >"$work/pipeline.toml"
+sed -e "s|@BOOTSTRAP@|$bootstrap|" -e "s|@MODULE@|$module|" -e "s|@TOPIC@|$topic|" demo/pipeline.toml.in >"$work/pipeline.toml"
 
 say "Running: sluice run --config demo/work/pipeline.toml"
 "$sluice" run --config "$work/pipeline.toml" >"$work/sluice.log" 2>&1 &
 sluice_pid=$!
 wait_for_version 2
 echo "Sluice delivered versions 0 and 1 and keeps following the table. The first records:"
-show_records beginning | head -n 3
+show_records beginning | head -n 3 || true
 echo "  ..."
 
-offset() { kcat -Q -b "$bootstrap" -t "deals-gold:0:-1" 2>/dev/null | awk '{print $NF}'; }
+offset() { kcat -Q -b "$bootstrap" -t "$topic:0:-1" 2>/dev/null | awk '{print $NF}'; }
 step() {
   local title=$1 command=$2 version=$3
   say "$title"
@@ -75,7 +76,7 @@ import json, sys
 actions = [json.loads(line) for line in open(sys.argv[1])]
 operation = next(a["commitInfo"]["operation"] for a in actions if "commitInfo" in a)
 removed = sum(1 for a in actions if "remove" in a and a["remove"].get("dataChange", True))
-print(f"Delta version {sys.argv[1][-25:-5].lstrip('0') or '0'} is a {operation} that removes {removed} data file(s).")
+print(f"Delta version {sys.argv[1][-25:-5].lstrip('0') or '0'}: {operation}, removing {removed} data file(s).")
 if removed:
     print("A plain `spark.readStream.table(...)` stops here: 'Detected a data update ... in the source table'.")
 PY
@@ -92,4 +93,4 @@ kill "$sluice_pid" && wait "$sluice_pid" || true
 sluice_pid=
 tail -n 1 "$work/sluice.log"
 echo "Stored position: $(cat "$work/.sluice/deals-gold/position.json")"
-echo "Every record, as a read_committed consumer sees it: $(kcat -C -b "$bootstrap" -t deals-gold -o beginning -e -q -X isolation.level=read_committed -f '.\n' | wc -l) in topic deals-gold."
+echo "Every record, as a read_committed consumer sees it: $(kcat -C -b "$bootstrap" -t "$topic" -o beginning -e -q -X isolation.level=read_committed -f '.\n' | wc -l) in topic $topic."
