@@ -36,7 +36,10 @@ cleanup() {
 trap cleanup EXIT
 
 table() { python3 "$root/scripts/deals_table.py" "$work/deals" "$@"; }
-position() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$work/.sluice/deals-gold/position.json" 2>/dev/null || echo -1; }
+position() {
+  "$sluice" position show --json --config "$work/pipeline.toml" 2>/dev/null |
+    python3 -c 'import json,sys; p=json.load(sys.stdin); print(p["version"] if p else -1)' 2>/dev/null || echo -1
+}
 wait_for_version() {
   for _ in $(seq 1 600); do
     [ "$(position)" -ge "$1" ] && return
@@ -88,9 +91,9 @@ step "UPDATE: deals 3 and 7 are won" update 2
 step "DELETE: deals 5 and 10 are removed (tombstones keyed by documentId)" delete 3
 step "MERGE: deal 1 changes stage, deal 100 is new" merge 4
 
-say "Stopping sluice (SIGTERM): it finishes the batch in hand and keeps its position"
+say "Stopping sluice (SIGTERM): it finishes the batch in hand; its position is in Kafka"
 kill "$sluice_pid" && wait "$sluice_pid" || true
 sluice_pid=
 tail -n 1 "$work/sluice.log"
-echo "Stored position: $(cat "$work/.sluice/deals-gold/position.json")"
+"$sluice" position show --config "$work/pipeline.toml"
 echo "Every record, as a read_committed consumer sees it: $(kcat -C -b "$bootstrap" -t "$topic" -o beginning -e -q -X isolation.level=read_committed -f '.\n' | wc -l) in topic $topic."

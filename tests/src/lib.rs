@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -90,35 +91,45 @@ pub fn sluice_binary() -> PathBuf {
     binary
 }
 
-/// A pipeline config file in a temporary directory.
+/// What a test pipeline's config says beyond its table, module and topic.
+#[derive(Default)]
+pub struct Extra<'a> {
+    /// TOML lines for `[source]`.
+    pub source: &'a str,
+    /// TOML lines for `[transform.params]`.
+    pub params: &'a str,
+    /// TOML lines for `[sink]`.
+    pub sink: &'a str,
+}
+
+/// A pipeline config file in a temporary directory; the pipeline is named after its
+/// topic, so its position and transactional id are its own.
 pub struct PipelineFiles {
-    /// The temporary directory (state, config).
+    /// The temporary directory.
     pub dir: tempfile::TempDir,
     /// The config file.
     pub config: PathBuf,
 }
 
 impl PipelineFiles {
-    /// Writes a config for `table` through `module` into `topic`; `extra_source` and
-    /// `params` are TOML lines for `[source]` and `[transform.params]`.
+    /// Writes a config for `table` through `module` into `topic` at `bootstrap`.
     pub fn new(
         table: &Path,
         module: &Path,
         topic: &str,
         bootstrap: &str,
-        extra_source: &str,
-        params: &str,
+        extra: Extra<'_>,
     ) -> PipelineFiles {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let config = dir.path().join("pipeline.toml");
         let text = format!(
             r#"[pipeline]
-name = "test"
+name = "{topic}"
 
 [source]
 table = "{table}"
 poll_interval = "100ms"
-{extra_source}
+{source}
 
 [transform]
 module = "{module}"
@@ -128,24 +139,40 @@ module = "{module}"
 
 [sink]
 topic = "{topic}"
-connect_timeout = "5s"
+connect_timeout = "10s"
+{sink}
 
 [sink.kafka]
 "bootstrap.servers" = "{bootstrap}"
 "#,
             table = table.display(),
             module = module.display(),
+            source = extra.source,
+            params = extra.params,
+            sink = extra.sink,
         );
         std::fs::write(&config, text).expect("the config is written");
         PipelineFiles { dir, config }
     }
 
-    /// The stored position as (version, row offset), if any.
+    /// The stored position as (version, row offset), read with `sluice position show`.
     pub fn position(&self) -> Option<(u64, u64)> {
-        let text =
-            std::fs::read_to_string(self.dir.path().join(".sluice/test/position.json")).ok()?;
-        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-        Some((json["version"].as_u64()?, json["row_offset"].as_u64()?))
+        let output = Command::new(sluice_binary())
+            .args(["position", "show", "--json", "--config"])
+            .arg(&self.config)
+            .output()
+            .expect("sluice runs");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let json: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("position show prints JSON");
+        Some((
+            json.get("version")?.as_u64()?,
+            json.get("row_offset")?.as_u64()?,
+        ))
     }
 
     /// Waits until the stored position reaches `version` (row offset 0).
@@ -160,7 +187,7 @@ connect_timeout = "5s"
                 "sluice did not reach version {version} in {timeout:?}; position {:?}",
                 self.position()
             );
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
@@ -182,6 +209,18 @@ pub fn spawn_sluice(config: &Path) -> Child {
         .arg(config)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
+        .spawn()
+        .expect("sluice starts")
+}
+
+/// Starts `sluice run --config <config>` in the background, its log going to `log`.
+pub fn spawn_sluice_logged(config: &Path, log: &Path) -> Child {
+    let file = std::fs::File::create(log).expect("the log file can be created");
+    Command::new(sluice_binary())
+        .args(["run", "--config"])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(file)
         .spawn()
         .expect("sluice starts")
 }
@@ -226,29 +265,27 @@ pub fn consume_all(topic: &str) -> Vec<Consumed> {
         .set("group.id", unique_topic("test-reader"))
         .set("isolation.level", "read_committed")
         .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
         .create()
         .expect("a consumer");
-    let (_, high) = consumer
-        .fetch_watermarks(topic, 0, Duration::from_secs(10))
-        .unwrap_or_else(|e| panic!("no watermarks for {topic}: {e}"));
     let mut assignment = TopicPartitionList::new();
     assignment
         .add_partition_offset(topic, 0, Offset::Beginning)
         .unwrap();
     consumer.assign(&assignment).unwrap();
     let mut records = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut next_offset = 0;
-    while next_offset < high {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
         assert!(
             Instant::now() < deadline,
-            "read only up to offset {next_offset} of {high} in {topic}"
+            "{topic} was not read to its end in time"
         );
-        let Some(message) = consumer.poll(Duration::from_millis(200)) else {
-            continue;
+        let message = match consumer.poll(Duration::from_millis(200)) {
+            None => continue,
+            Some(Err(KafkaError::PartitionEOF(_))) => return records,
+            Some(Err(e)) => panic!("consuming {topic} failed: {e}"),
+            Some(Ok(message)) => message,
         };
-        let message = message.expect("consuming works");
-        next_offset = message.offset() + 1;
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         let headers = message
             .headers()
@@ -264,7 +301,6 @@ pub fn consume_all(topic: &str) -> Vec<Consumed> {
             headers,
         });
     }
-    records
 }
 
 /// Lines ordered by key, each key's records kept in arrival order: Kafka orders records

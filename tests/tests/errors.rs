@@ -3,11 +3,18 @@
 use std::path::Path;
 
 use sluice_tests::{
-    PipelineFiles, deals_table, kafka_bootstrap, run_sluice, transform_component, unique_topic,
+    Extra, PipelineFiles, deals_table, kafka_bootstrap, run_sluice, transform_component,
+    unique_topic,
 };
 
 fn fails_with(table: &Path, module: &Path, bootstrap: &str, expected: &[&str]) {
-    let files = PipelineFiles::new(table, module, &unique_topic("errors"), bootstrap, "", "");
+    let files = PipelineFiles::new(
+        table,
+        module,
+        &unique_topic("errors"),
+        bootstrap,
+        Extra::default(),
+    );
     let run = run_sluice(&files.config, &["--stop-at-latest"]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(!run.status.success(), "sluice succeeded; stderr: {stderr}");

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::Value;
 use sluice_tests::{
-    PipelineFiles, consume_all, kafka_bootstrap, repo_root, run_sluice, transform_component,
+    Extra, PipelineFiles, consume_all, kafka_bootstrap, repo_root, run_sluice, transform_component,
     unique_topic,
 };
 
@@ -44,8 +44,7 @@ fn streamed(table: &Path) -> Vec<String> {
         &transform_component("passthrough"),
         &topic,
         &kafka_bootstrap(),
-        "",
-        "",
+        Extra::default(),
     );
     let run = run_sluice(&files.config, &["--stop-at-latest"]);
     assert!(

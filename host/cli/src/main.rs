@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use sluice_pipeline::{PipelineConfig, RunMode};
+use sluice_pipeline::{KafkaSink, PipelineConfig, RunMode, SourcePosition};
 use tokio::sync::watch;
 
 /// Stream a Delta table's change data feed through a Wasm transform into Kafka.
@@ -29,6 +29,11 @@ enum Command {
         #[arg(long)]
         stop_at_latest: bool,
     },
+    /// Show or reset a pipeline's stored position.
+    Position {
+        #[command(subcommand)]
+        action: PositionAction,
+    },
     /// Build a Rust transform crate into a component the host runs.
     Build {
         /// The transform crate's directory.
@@ -40,6 +45,32 @@ enum Command {
         /// cargo's target directory for the guest build.
         #[arg(long, default_value = "target")]
         target_dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum PositionAction {
+    /// Print the stored position (read_committed; a running pipeline is not disturbed).
+    Show {
+        /// The pipeline's TOML config.
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Print JSON instead of a sentence.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Store a new position. In exactly-once mode this fences a running instance of
+    /// the pipeline, which stops; restart it to continue from the new position.
+    Reset {
+        /// The pipeline's TOML config.
+        #[arg(long, short)]
+        config: PathBuf,
+        /// The Delta version to continue from.
+        #[arg(long)]
+        to_version: u64,
+        /// Change rows of that version to skip.
+        #[arg(long, default_value_t = 0)]
+        row_offset: u64,
     },
 }
 
@@ -73,6 +104,49 @@ async fn main() -> anyhow::Result<()> {
             println!(
                 "Delivered {} records from {} change rows; next position: {}.",
                 summary.records_out, summary.rows_in, summary.position
+            );
+            Ok(())
+        }
+        Command::Position {
+            action: PositionAction::Show { config, json },
+        } => {
+            let config = PipelineConfig::load(&config)?;
+            let stored =
+                sluice_pipeline::load_position(&sluice_pipeline::sink_config(&config)).await?;
+            match (stored, json) {
+                (None, true) => println!("null"),
+                (None, false) => println!(
+                    "Pipeline {} has no stored position; it starts from its starting_version.",
+                    config.pipeline.name
+                ),
+                (Some(p), true) => println!("{}", serde_json::to_string(&p)?),
+                (Some(p), false) => println!(
+                    "Pipeline {} continues at table {} version {} after {} change rows (records so far made by module sha256:{}).",
+                    config.pipeline.name, p.table, p.version, p.row_offset, p.module_digest
+                ),
+            }
+            Ok(())
+        }
+        Command::Position {
+            action:
+                PositionAction::Reset {
+                    config,
+                    to_version,
+                    row_offset,
+                },
+        } => {
+            let config = PipelineConfig::load(&config)?;
+            let sink = KafkaSink::connect(sluice_pipeline::sink_config(&config)).await?;
+            let position = SourcePosition {
+                table: config.source.table.clone(),
+                version: to_version,
+                row_offset,
+                module_digest: String::new(),
+            };
+            sink.deliver(&[], &position).await?;
+            println!(
+                "Pipeline {} will continue at version {to_version} after {row_offset} change rows.",
+                config.pipeline.name
             );
             Ok(())
         }

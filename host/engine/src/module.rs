@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use sha2::Digest as _;
 use wasmtime::component::{Component, Linker};
 
 use crate::contract::{self, v0_1};
@@ -110,12 +111,17 @@ impl TransformEngine {
             path: path_buf.clone(),
             reason: format!("{e:#}"),
         })?;
+        let digest = sha2::Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let name = path.file_stem().map_or_else(
             || path.display().to_string(),
             |s| s.to_string_lossy().into_owned(),
         );
         Ok(TransformModule {
             name,
+            digest,
             path: path_buf,
             engine: self.engine.clone(),
             config: self.config.clone(),
@@ -162,6 +168,7 @@ fn check_contract(
 /// A compiled transform module, ready to instantiate.
 pub struct TransformModule {
     name: String,
+    digest: String,
     path: PathBuf,
     engine: wasmtime::Engine,
     config: EngineConfig,
@@ -172,6 +179,11 @@ impl TransformModule {
     /// The module's name (its file stem).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// SHA-256 of the module's bytes, in hex: which code made a record.
+    pub fn digest(&self) -> &str {
+        &self.digest
     }
 
     /// The file it was loaded from.

@@ -10,7 +10,7 @@ use serde::Deserialize;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineConfig {
-    /// Identity and local state.
+    /// Identity.
     pub pipeline: PipelineSection,
     /// The Delta table to read.
     pub source: SourceSection,
@@ -20,16 +20,13 @@ pub struct PipelineConfig {
     pub sink: SinkSection,
 }
 
-/// `[pipeline]`: identity and local state.
+/// `[pipeline]`: identity.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineSection {
-    /// The pipeline's name; its stored position is kept under it.
+    /// The pipeline's name: the key of its stored position and the base of its Kafka
+    /// transactional id, so one name must run in one place at a time.
     pub name: String,
-    /// Directory for the pipeline's stored position (default `.sluice` beside the
-    /// config file).
-    #[serde(default = "default_state_dir")]
-    pub state_dir: PathBuf,
 }
 
 /// `[source]`: the Delta table to read.
@@ -76,13 +73,36 @@ pub struct TransformSection {
 pub struct SinkSection {
     /// Topic for records that name none.
     pub topic: String,
+    /// `exactly-once` (default): records and position in one Kafka transaction per
+    /// batch; `at-least-once`: the position follows the acknowledged records.
+    #[serde(default)]
+    pub delivery: DeliveryMode,
+    /// The compacted topic that stores the pipeline's position (default
+    /// `sluice-position-<pipeline name>`; created if missing). One topic per pipeline, so
+    /// that a crashed pipeline's open transaction never holds back another's position.
+    #[serde(default)]
+    pub position_topic: Option<String>,
     /// How long to wait for Kafka at start-up before giving up (default `30s`).
     #[serde(default = "default_connect_timeout", with = "humantime_serde")]
     pub connect_timeout: Duration,
+    /// Longest a transaction commit or an acknowledgement wait may take (default `60s`).
+    #[serde(default = "default_transaction_timeout", with = "humantime_serde")]
+    pub transaction_timeout: Duration,
     /// librdkafka properties, passed through as given (`bootstrap.servers`,
     /// `security.protocol`, `sasl.mechanism`, `sasl.username`, ...).
     #[serde(default)]
     pub kafka: BTreeMap<String, ScalarValue>,
+}
+
+/// How records reach Kafka.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeliveryMode {
+    /// Records and position in one transaction per batch.
+    #[default]
+    ExactlyOnce,
+    /// Idempotent producer; the position is written after the records are acknowledged.
+    AtLeastOnce,
 }
 
 /// A TOML scalar used as a string property (`linger.ms = 5` and `"5"` are the same).
@@ -147,8 +167,8 @@ impl TryFrom<StartingVersionText> for StartingVersion {
     }
 }
 
-fn default_state_dir() -> PathBuf {
-    PathBuf::from(".sluice")
+fn default_transaction_timeout() -> Duration {
+    Duration::from_secs(60)
 }
 fn default_poll_interval() -> Duration {
     Duration::from_secs(1)
@@ -204,13 +224,16 @@ impl PipelineConfig {
     /// Parses config text; relative paths are taken from `base`.
     pub fn parse(text: &str, base: &Path) -> Result<PipelineConfig, String> {
         let mut config: PipelineConfig = toml::from_str(text).map_err(|e| e.to_string())?;
-        if config.pipeline.name.trim().is_empty() {
-            return Err("[pipeline] name must not be empty".to_string());
+        let name = &config.pipeline.name;
+        let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        if name.is_empty() || name.len() > 200 || !name.chars().all(valid) {
+            return Err(format!(
+                "[pipeline] name `{name}` must be 1 to 200 letters, digits, '.', '_' or '-' (it names Kafka topics and ids)"
+            ));
         }
         if config.source.batch_rows == 0 {
             return Err("[source] batch_rows must be at least 1".to_string());
         }
-        config.pipeline.state_dir = base.join(&config.pipeline.state_dir);
         config.transform.module = base.join(&config.transform.module);
         if !config.source.table.contains("://") {
             config.source.table = base.join(&config.source.table).display().to_string();
@@ -225,6 +248,14 @@ impl PipelineConfig {
             .iter()
             .map(|(k, v)| (k.clone(), v.to_string()))
             .collect()
+    }
+
+    /// The topic holding the pipeline's position.
+    pub fn position_topic(&self) -> String {
+        self.sink
+            .position_topic
+            .clone()
+            .unwrap_or_else(|| format!("sluice-position-{}", self.pipeline.name))
     }
 
     /// The transform parameters as strings.
@@ -263,7 +294,8 @@ mod tests {
             config.transform.module,
             Path::new("/etc/sluice/gold-deals.wasm")
         );
-        assert_eq!(config.pipeline.state_dir, Path::new("/etc/sluice/.sluice"));
+        assert_eq!(config.sink.delivery, DeliveryMode::ExactlyOnce);
+        assert_eq!(config.position_topic(), "sluice-position-deals");
         assert_eq!(config.source.poll_interval, Duration::from_secs(1));
         assert_eq!(config.source.starting_version, StartingVersion::Earliest);
         assert_eq!(config.kafka_properties()["linger.ms"], "5");
@@ -292,6 +324,16 @@ mod tests {
     }
 
     #[test]
+    fn pipeline_names_must_fit_kafka_names() {
+        let err = PipelineConfig::parse(
+            &MINIMAL.replace("name = \"deals\"", "name = \"deals gold\""),
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert!(err.contains("deals gold"), "{err}");
+    }
+
+    #[test]
     fn unknown_keys_are_refused_with_their_name() {
         let err = PipelineConfig::parse(
             &MINIMAL.replace("[sink]", "[sink]\ntopik = \"x\""),
@@ -299,6 +341,24 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("topik"), "{err}");
+    }
+
+    #[test]
+    fn delivery_modes_are_named_in_kebab_case() {
+        let with = |mode: &str| {
+            PipelineConfig::parse(
+                &MINIMAL.replace(
+                    "[sink.kafka]",
+                    &format!("delivery = \"{mode}\"\n[sink.kafka]"),
+                ),
+                Path::new("."),
+            )
+        };
+        assert_eq!(
+            with("at-least-once").unwrap().sink.delivery,
+            DeliveryMode::AtLeastOnce
+        );
+        assert!(with("maybe-once").is_err());
     }
 
     #[test]

@@ -5,7 +5,6 @@ use sluice_sink::SinkError;
 use sluice_source::SourceError;
 
 use crate::config::ConfigError;
-use crate::position_store::PositionError;
 
 /// Why a pipeline stopped.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +38,16 @@ pub enum PipelineError {
     /// Kafka refused or lost records.
     #[error(transparent)]
     Sink(#[from] SinkError),
-    /// The stored position could not be read or written.
-    #[error(transparent)]
-    Position(#[from] PositionError),
+    /// The stored position belongs to a different table.
+    #[error(
+        "The stored position of pipeline {pipeline} belongs to table {stored}, not {configured}. Give this pipeline another name, or reset its position with `sluice position reset`."
+    )]
+    OtherTable {
+        /// The pipeline.
+        pipeline: String,
+        /// The table the position was stored for.
+        stored: String,
+        /// The configured table.
+        configured: String,
+    },
 }

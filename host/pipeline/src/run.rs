@@ -1,17 +1,17 @@
 //! The pipeline loop.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sluice_engine::{
     EngineConfig, OutputRecord, TransformEngine, TransformError, TransformInstance,
 };
-use sluice_sink::{KafkaSink, SinkRecord};
+use sluice_sink::{Delivery, KafkaSink, SinkConfig, SinkRecord, SourcePosition};
 use sluice_source::{ChangeBatch, ChangeFeed, Position, SourceError, SourceOptions};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{PipelineConfig, StartingVersion};
+use crate::config::{DeliveryMode, PipelineConfig, StartingVersion};
 use crate::error::PipelineError;
-use crate::position_store::PositionStore;
 
 /// Whether the pipeline keeps following the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +36,35 @@ pub struct RunSummary {
 /// Batches read ahead of the transform.
 const READ_AHEAD: usize = 4;
 
+/// Pause before redoing work after an aborted transaction.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// The Kafka settings of a pipeline.
+pub fn sink_config(config: &PipelineConfig) -> SinkConfig {
+    SinkConfig {
+        pipeline: config.pipeline.name.clone(),
+        properties: config.kafka_properties(),
+        topic: config.sink.topic.clone(),
+        position_topic: config.position_topic(),
+        delivery: match config.sink.delivery {
+            DeliveryMode::ExactlyOnce => Delivery::ExactlyOnce,
+            DeliveryMode::AtLeastOnce => Delivery::AtLeastOnce,
+        },
+        connect_timeout: config.sink.connect_timeout,
+        transaction_timeout: config.sink.transaction_timeout,
+    }
+}
+
+/// The state one run carries from batch to batch.
+struct Pipeline<'a> {
+    name: &'a str,
+    feed: Arc<ChangeFeed>,
+    instance: TransformInstance,
+    module_digest: String,
+    sink: KafkaSink,
+    summary: RunSummary,
+}
+
 /// Runs a pipeline until it fails, `shutdown` becomes true, or (in
 /// [`RunMode::StopAtLatest`]) it has caught up.
 pub async fn run(
@@ -43,14 +72,13 @@ pub async fn run(
     mode: RunMode,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<RunSummary, PipelineError> {
-    let name = config.pipeline.name.clone();
+    let name = config.pipeline.name.as_str();
     let options = SourceOptions {
         batch_rows: config.source.batch_rows,
         storage_options: config.source.storage_options.clone().into_iter().collect(),
     };
     let table = config.source.table.clone();
     let feed = Arc::new(blocking(move || ChangeFeed::open(&table, options)).await?);
-    let store = PositionStore::new(&config.pipeline.state_dir, &name, feed.table());
 
     let engine_config = EngineConfig {
         memory_limit_bytes: config.transform.memory_limit_mib * 1024 * 1024,
@@ -58,49 +86,46 @@ pub async fn run(
     };
     let module_path = config.transform.module.clone();
     let params = config.transform_params();
-    let (engine, mut instance) = blocking(move || {
+    let (engine, module_digest, instance) = blocking(move || {
         let engine = TransformEngine::new(engine_config)?;
         let module = engine.load(&module_path)?;
         let instance = module.instantiate(&params)?;
-        Ok::<_, sluice_engine::EngineError>((engine, instance))
+        Ok::<_, sluice_engine::EngineError>((engine, module.digest().to_string(), instance))
     })
     .await?;
 
-    let sink = KafkaSink::connect(
-        &config.kafka_properties(),
-        &config.sink.topic,
-        config.sink.connect_timeout,
-    )
-    .await?;
-
-    let mut summary = RunSummary {
-        position: start_position(config, &feed, &store).await?,
-        ..RunSummary::default()
+    let sink = KafkaSink::connect(sink_config(config)).await?;
+    let start = start_position(config, &feed, &sink).await?;
+    tracing::info!(pipeline = name, table = feed.table(), position = %start, "Pipeline started.");
+    let mut pipeline = Pipeline {
+        name,
+        feed,
+        instance,
+        module_digest,
+        sink,
+        summary: RunSummary {
+            position: start,
+            ..RunSummary::default()
+        },
     };
-    tracing::info!(pipeline = %name, table = feed.table(), position = %summary.position, "Pipeline started.");
 
     loop {
         if *shutdown.borrow() {
             break;
         }
-        let reader = feed.clone();
+        let reader = pipeline.feed.clone();
         let latest = blocking(move || reader.latest_version()).await?;
-        if summary.position.version <= latest {
-            let stopped = process_range(
-                &feed,
-                latest,
-                &mut instance,
-                &sink,
-                &store,
-                &mut summary,
-                &name,
-                &mut shutdown,
-            )
-            .await?;
-            if stopped {
-                break;
+        if pipeline.summary.position.version <= latest {
+            match pipeline.process_range(latest, &mut shutdown).await {
+                Ok(true) => break,
+                Ok(false) => continue,
+                Err(PipelineError::Sink(e)) if e.is_retriable() => {
+                    tracing::warn!(pipeline = name, error = %e, position = %pipeline.summary.position, "Redoing the batch from the last committed position.");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
             }
-            continue;
         }
         if mode == RunMode::StopAtLatest {
             break;
@@ -111,18 +136,30 @@ pub async fn run(
         }
     }
     drop(engine);
-    tracing::info!(pipeline = %name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, "Pipeline stopped.");
+    let summary = pipeline.summary;
+    tracing::info!(pipeline = name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, "Pipeline stopped.");
     Ok(summary)
 }
 
 async fn start_position(
     config: &PipelineConfig,
     feed: &Arc<ChangeFeed>,
-    store: &PositionStore,
+    sink: &KafkaSink,
 ) -> Result<Position, PipelineError> {
-    if let Some(stored) = store.load()? {
-        tracing::info!(position = %stored, file = %store.path().display(), "Resuming from the stored position.");
-        return Ok(stored);
+    if let Some(stored) = sink.load_position().await? {
+        if stored.table != feed.table() {
+            return Err(PipelineError::OtherTable {
+                pipeline: config.pipeline.name.clone(),
+                stored: stored.table,
+                configured: feed.table().to_string(),
+            });
+        }
+        let position = Position {
+            version: stored.version,
+            row_offset: stored.row_offset,
+        };
+        tracing::info!(%position, module_digest = %stored.module_digest, "Resuming from the stored position.");
+        return Ok(position);
     }
     Ok(match config.source.starting_version {
         StartingVersion::Earliest => Position::at_version(0),
@@ -134,62 +171,72 @@ async fn start_position(
     })
 }
 
-/// Reads versions from the current position through `latest`; returns whether a
-/// shutdown was asked for (after finishing the batch in hand).
-#[allow(clippy::too_many_arguments)]
-async fn process_range(
-    feed: &Arc<ChangeFeed>,
-    latest: u64,
-    instance: &mut TransformInstance,
-    sink: &KafkaSink,
-    store: &PositionStore,
-    summary: &mut RunSummary,
-    pipeline: &str,
-    shutdown: &mut watch::Receiver<bool>,
-) -> Result<bool, PipelineError> {
-    let from = summary.position;
-    let (tx, mut rx) = mpsc::channel::<Result<ChangeBatch, SourceError>>(READ_AHEAD);
-    let reader = feed.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        let batches = match reader.read(from, latest) {
-            Ok(batches) => batches,
-            Err(e) => {
-                let _ = tx.blocking_send(Err(e));
-                return;
+impl Pipeline<'_> {
+    /// Delivers versions from the current position through `latest`; returns whether a
+    /// shutdown was asked for (after finishing the batch in hand).
+    async fn process_range(
+        &mut self,
+        latest: u64,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<bool, PipelineError> {
+        let from = self.summary.position;
+        let (tx, mut rx) = mpsc::channel::<Result<ChangeBatch, SourceError>>(READ_AHEAD);
+        let reader = self.feed.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let batches = match reader.read(from, latest) {
+                Ok(batches) => batches,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            };
+            for batch in batches {
+                if tx.blocking_send(batch).is_err() {
+                    return;
+                }
             }
-        };
-        for batch in batches {
-            if tx.blocking_send(batch).is_err() {
-                return;
+        });
+        let (rows_before, records_before) = (self.summary.rows_in, self.summary.records_out);
+        while let Some(batch) = rx.recv().await {
+            let batch = batch?;
+            let records = tokio::task::block_in_place(|| self.instance.transform(&batch.batch))
+                .map_err(|source| transform_error(self.name, self.feed.table(), &batch, source))?;
+            let records: Vec<SinkRecord> = records.into_iter().map(sink_record).collect();
+            self.sink
+                .deliver(&records, &self.source_position(batch.end))
+                .await?;
+            self.summary.rows_in += batch.batch.num_rows() as u64;
+            self.summary.records_out += records.len() as u64;
+            self.summary.position = batch.end;
+            if *shutdown.borrow() {
+                return Ok(true);
             }
         }
-    });
-    let (rows_before, records_before) = (summary.rows_in, summary.records_out);
-    while let Some(batch) = rx.recv().await {
-        let batch = batch?;
-        let records = tokio::task::block_in_place(|| instance.transform(&batch.batch))
-            .map_err(|source| transform_error(pipeline, feed.table(), &batch, source))?;
-        let records: Vec<SinkRecord> = records.into_iter().map(sink_record).collect();
-        sink.send_all(&records).await?;
-        store.save(batch.end)?;
-        summary.rows_in += batch.batch.num_rows() as u64;
-        summary.records_out += records.len() as u64;
-        summary.position = batch.end;
-        if *shutdown.borrow() {
-            return Ok(true);
+        read.await.expect("the reader thread does not panic");
+        let end = Position::at_version(latest + 1);
+        // Versions without change rows (OPTIMIZE, metadata) still move the position.
+        if self.summary.position != end {
+            self.sink.deliver(&[], &self.source_position(end)).await?;
+            self.summary.position = end;
+        }
+        tracing::info!(
+            pipeline = self.name,
+            versions = %format!("{}..={latest}", from.version),
+            rows_in = self.summary.rows_in - rows_before,
+            records_out = self.summary.records_out - records_before,
+            "Delivered the changes of a version range."
+        );
+        Ok(false)
+    }
+
+    fn source_position(&self, position: Position) -> SourcePosition {
+        SourcePosition {
+            table: self.feed.table().to_string(),
+            version: position.version,
+            row_offset: position.row_offset,
+            module_digest: self.module_digest.clone(),
         }
     }
-    read.await.expect("the reader thread does not panic");
-    summary.position = Position::at_version(latest + 1);
-    store.save(summary.position)?;
-    tracing::info!(
-        pipeline,
-        versions = %format!("{}..={latest}", from.version),
-        rows_in = summary.rows_in - rows_before,
-        records_out = summary.records_out - records_before,
-        "Delivered the changes of a version range."
-    );
-    Ok(false)
 }
 
 fn transform_error(

@@ -1,0 +1,116 @@
+//! Errors of producing to Kafka, each saying what to do.
+
+use std::time::Duration;
+
+use rdkafka::error::KafkaError;
+
+/// Why records or positions could not be delivered.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    /// `bootstrap.servers` is not set.
+    #[error(
+        "The Kafka properties have no `bootstrap.servers`. Set it in [sink.kafka], for example \"bootstrap.servers\" = \"127.0.0.1:9092\"."
+    )]
+    MissingBootstrap,
+    /// A property Sluice manages itself was set in `[sink.kafka]`.
+    #[error("Kafka property `{property}` is managed by Sluice; {hint}")]
+    ManagedProperty {
+        /// The property.
+        property: String,
+        /// What to set instead.
+        hint: String,
+    },
+    /// librdkafka refused the properties.
+    #[error("Kafka property error: {0}. Check [sink.kafka]; names and values are librdkafka's.")]
+    Config(String),
+    /// No broker answered within the wait.
+    #[error(
+        "Kafka at {bootstrap} did not answer within {waited:?} ({detail}). Check that the broker is running and reachable, and `bootstrap.servers` and the security settings in [sink.kafka]."
+    )]
+    Unreachable {
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+        /// How long Sluice waited.
+        waited: Duration,
+        /// librdkafka's explanation.
+        detail: String,
+    },
+    /// The topic does not exist and the broker does not create it.
+    #[error(
+        "Kafka topic `{topic}` does not exist at {bootstrap}. Create it, or enable automatic topic creation on the broker."
+    )]
+    TopicMissing {
+        /// The topic.
+        topic: String,
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+    },
+    /// The position topic could not be created or read.
+    #[error("Cannot use the position topic `{topic}` at {bootstrap}: {detail}")]
+    PositionTopic {
+        /// The topic.
+        topic: String,
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// A stored position does not parse.
+    #[error(
+        "The stored position of pipeline `{pipeline}` in topic `{topic}` is corrupt ({detail}). Reset it with `sluice position reset`."
+    )]
+    CorruptPosition {
+        /// The pipeline.
+        pipeline: String,
+        /// The position topic.
+        topic: String,
+        /// Why it does not parse.
+        detail: String,
+    },
+    /// Another instance of the pipeline took over its transactional id.
+    #[error(
+        "Another instance of pipeline `{pipeline}` started with transactional.id `{transactional_id}` and fenced this one; this instance stops so that the two never both produce. Run one instance per pipeline."
+    )]
+    Fenced {
+        /// The pipeline.
+        pipeline: String,
+        /// Its transactional id.
+        transactional_id: String,
+    },
+    /// The broker refused transactions (for example a cluster without enough brokers for
+    /// the transaction log, or an ACL).
+    #[error(
+        "Kafka at {bootstrap} refused to start transactions for transactional.id `{transactional_id}`: {error}. Check the cluster supports transactions and the principal may use the id, or set delivery = \"at-least-once\"."
+    )]
+    Transactions {
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+        /// The transactional id.
+        transactional_id: String,
+        /// librdkafka's error.
+        error: Box<KafkaError>,
+    },
+    /// A transaction was aborted; the batch is redone from the last committed position.
+    #[error("A Kafka transaction was aborted and will be redone: {error}")]
+    Aborted {
+        /// librdkafka's error.
+        error: Box<KafkaError>,
+    },
+    /// A record could not be delivered.
+    #[error("Kafka did not accept a record for topic `{topic}` ({bootstrap}): {error}")]
+    Delivery {
+        /// The record's topic.
+        topic: String,
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+        /// librdkafka's error.
+        error: Box<KafkaError>,
+    },
+}
+
+impl SinkError {
+    /// Whether redoing the work from the last committed position may succeed.
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, SinkError::Aborted { .. })
+    }
+}

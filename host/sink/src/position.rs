@@ -1,0 +1,196 @@
+//! The source position record and the compacted topic that holds it.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+
+use crate::error::SinkError;
+
+/// Where a pipeline is in its table's change feed, and which module made the records
+/// up to there. Stored as JSON under the pipeline's name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourcePosition {
+    /// The table as configured.
+    pub table: String,
+    /// The Delta version of the next change row.
+    pub version: u64,
+    /// Change rows of that version already delivered.
+    pub row_offset: u64,
+    /// SHA-256 of the transform module that produced the records up to here.
+    pub module_digest: String,
+}
+
+/// A consumer context that does not log reaching the end of the partition as an
+/// error: here it is how reading the position topic finishes.
+struct PositionReader;
+
+impl ClientContext for PositionReader {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if error.rdkafka_error_code() != Some(RDKafkaErrorCode::PartitionEOF) {
+            tracing::error!(%error, reason, "Reading the position topic failed.");
+        }
+    }
+}
+
+impl ConsumerContext for PositionReader {}
+
+/// Creates the compacted position topic if it does not exist.
+pub async fn ensure_topic(
+    properties: &BTreeMap<String, String>,
+    topic: &str,
+    wait: Duration,
+) -> Result<(), SinkError> {
+    let fail = |detail: String| SinkError::PositionTopic {
+        topic: topic.to_string(),
+        bootstrap: properties
+            .get("bootstrap.servers")
+            .cloned()
+            .unwrap_or_default(),
+        detail,
+    };
+    let mut config = ClientConfig::new();
+    for (name, value) in properties {
+        config.set(name, value);
+    }
+    let admin: AdminClient<DefaultClientContext> =
+        config.create().map_err(|e| fail(e.to_string()))?;
+    // Replication -1 takes the broker's default.replication.factor.
+    let new_topic = NewTopic::new(topic, 1, TopicReplication::Fixed(-1))
+        .set("cleanup.policy", "compact")
+        .set("min.compaction.lag.ms", "60000");
+    let results = admin
+        .create_topics(
+            [&new_topic],
+            &AdminOptions::new().operation_timeout(Some(wait)),
+        )
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => {
+                return Err(fail(format!(
+                    "creating it failed ({code}); create it yourself as a compacted topic with one partition"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `topic` exists; a reader that only looks must not create it.
+fn topic_exists(
+    consumer: &BaseConsumer<PositionReader>,
+    topic: &str,
+    wait: Duration,
+) -> Result<bool, String> {
+    let metadata = consumer
+        .fetch_metadata(Some(topic), wait)
+        .map_err(|e| e.to_string())?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
+}
+
+/// Where reading the position topic stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadEnd {
+    /// The end of the partition: every transaction resolved. For an instance that has
+    /// just fenced its predecessors, whose open transaction is being aborted.
+    End,
+    /// The last stable offset as of the start: what is decided now, without waiting for
+    /// a running instance's open transaction.
+    Stable,
+}
+
+/// Reads the last committed position stored under `pipeline`, as a read_committed
+/// consumer; blocking.
+pub fn read_position(
+    consumer_properties: &BTreeMap<String, String>,
+    topic: &str,
+    pipeline: &str,
+    wait: Duration,
+    end: ReadEnd,
+) -> Result<Option<SourcePosition>, SinkError> {
+    let fail = |detail: String| SinkError::PositionTopic {
+        topic: topic.to_string(),
+        bootstrap: consumer_properties
+            .get("bootstrap.servers")
+            .cloned()
+            .unwrap_or_default(),
+        detail,
+    };
+    let mut config = ClientConfig::new();
+    for (name, value) in consumer_properties {
+        config.set(name, value);
+    }
+    let consumer: BaseConsumer<PositionReader> = config
+        .set("group.id", format!("sluice-position-reader-{pipeline}"))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true")
+        .create_with_context(PositionReader)
+        .map_err(|e| fail(e.to_string()))?;
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .map_err(|e| fail(e.to_string()))?;
+    consumer
+        .assign(&assignment)
+        .map_err(|e| fail(e.to_string()))?;
+    let deadline = Instant::now() + wait;
+    if end == ReadEnd::Stable && !topic_exists(&consumer, topic, wait).map_err(fail)? {
+        return Ok(None);
+    }
+    // A topic created a moment ago may not be in every broker's metadata yet.
+    let stable_end = loop {
+        match consumer.fetch_watermarks(topic, 0, Duration::from_secs(2).min(wait)) {
+            Ok((_, high)) => break high,
+            Err(e) if Instant::now() > deadline => return Err(fail(e.to_string())),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    let mut last = None;
+    loop {
+        let next = consumer
+            .position()
+            .ok()
+            .and_then(|p| p.find_partition(topic, 0).map(|p| p.offset()));
+        let at_stable_end =
+            matches!(next, Some(Offset::Offset(n)) if n >= stable_end) || stable_end == 0;
+        if end == ReadEnd::Stable && at_stable_end {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(fail(format!(
+                "it could not be read to offset {stable_end} within {wait:?}"
+            )));
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(_))) => break,
+            Some(Err(e)) => return Err(fail(e.to_string())),
+            Some(Ok(message)) if message.key() == Some(pipeline.as_bytes()) => {
+                last = message.payload().map(<[u8]>::to_vec);
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+    last.map(|bytes| {
+        serde_json::from_slice(&bytes).map_err(|e| SinkError::CorruptPosition {
+            pipeline: pipeline.to_string(),
+            topic: topic.to_string(),
+            detail: e.to_string(),
+        })
+    })
+    .transpose()
+}
