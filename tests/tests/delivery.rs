@@ -50,6 +50,23 @@ fn reference(table: &Path, module: &Path, batch_rows: &str) -> (Vec<String>, Dur
     (records, started.elapsed())
 }
 
+/// Waits until a `sluice run` whose log is `log` says it has started.
+fn wait_until_started(sluice: &mut std::process::Child, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains("Pipeline started.")
+    {
+        assert!(
+            sluice.try_wait().unwrap().is_none(),
+            "sluice exited: {}",
+            std::fs::read_to_string(log).unwrap()
+        );
+        assert!(Instant::now() < deadline, "sluice did not start in 60 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A small xorshift generator: the test prints its seed, so a failing run can be replayed.
 struct Random(u64);
 
@@ -105,19 +122,7 @@ fn crash_repeatedly(
     let mut positions = Vec::new();
     for _ in 0..KILLS {
         let mut sluice = spawn_sluice_logged(&files.config, &log);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .contains("Pipeline started.")
-        {
-            assert!(
-                sluice.try_wait().unwrap().is_none(),
-                "sluice exited: {}",
-                std::fs::read_to_string(&log).unwrap()
-            );
-            assert!(Instant::now() < deadline, "sluice did not start in 60 s");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_until_started(&mut sluice, &log);
         std::thread::sleep(Duration::from_millis(random.below(window)));
         sluice.kill().unwrap();
         sluice.wait().unwrap();
@@ -206,19 +211,7 @@ fn a_second_host_fences_the_first_and_output_stays_exactly_once() {
 
     let second_log = work.path().join("second.log");
     let mut second = spawn_sluice_logged(&files.config, &second_log);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&second_log)
-        .unwrap_or_default()
-        .contains("Pipeline started.")
-    {
-        assert!(
-            second.try_wait().unwrap().is_none(),
-            "the second host exited: {}",
-            std::fs::read_to_string(&second_log).unwrap()
-        );
-        assert!(Instant::now() < deadline, "the second host did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_started(&mut second, &second_log);
 
     deals_table(&table, &["append", "--start", "1000", "--rows", "1000"]);
     files.wait_for_position(&mut second, 2, Duration::from_secs(60));
