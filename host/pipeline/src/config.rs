@@ -85,6 +85,11 @@ pub struct SinkSection {
     /// How long to wait for Kafka at start-up before giving up (default `30s`).
     #[serde(default = "default_connect_timeout", with = "humantime_serde")]
     pub connect_timeout: Duration,
+    /// Add the change metadata of each record's source row as headers:
+    /// `sluice.change_type`, `sluice.commit_version`, `sluice.commit_timestamp`
+    /// (microseconds since the epoch). Default false.
+    #[serde(default)]
+    pub change_headers: bool,
     /// Longest a transaction commit or an acknowledgement wait may take (default `60s`).
     #[serde(default = "default_transaction_timeout", with = "humantime_serde")]
     pub transaction_timeout: Duration,
@@ -186,6 +191,33 @@ fn default_connect_timeout() -> Duration {
     Duration::from_secs(30)
 }
 
+/// Resolves `${env:NAME}` and `${file:PATH}` in a Kafka property, so secrets such as
+/// `sasl.password` stay out of the config file. Other values are kept as given.
+fn resolve_reference(property: &str, value: &str, base: &Path) -> Result<String, String> {
+    let Some(reference) = value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) else {
+        return Ok(value.to_string());
+    };
+    if let Some(variable) = reference.strip_prefix("env:") {
+        return std::env::var(variable).map_err(|_| {
+            format!("[sink.kafka] `{property}` refers to environment variable {variable}, which is not set")
+        });
+    }
+    if let Some(path) = reference.strip_prefix("file:") {
+        let path = base.join(path);
+        return std::fs::read_to_string(&path)
+            .map(|text| text.trim_end_matches(['\n', '\r']).to_string())
+            .map_err(|e| {
+                format!(
+                    "[sink.kafka] `{property}` refers to file {}, which cannot be read: {e}",
+                    path.display()
+                )
+            });
+    }
+    Err(format!(
+        "[sink.kafka] `{property}` has an unknown reference `{value}`; use ${{env:NAME}} or ${{file:PATH}}"
+    ))
+}
+
 /// Why a config could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -235,6 +267,11 @@ impl PipelineConfig {
             return Err("[source] batch_rows must be at least 1".to_string());
         }
         config.transform.module = base.join(&config.transform.module);
+        for (name, value) in config.sink.kafka.iter_mut() {
+            if let ScalarValue::Text(text) = value {
+                *text = resolve_reference(name, text, base)?;
+            }
+        }
         if !config.source.table.contains("://") {
             config.source.table = base.join(&config.source.table).display().to_string();
         }
@@ -359,6 +396,35 @@ mod tests {
             DeliveryMode::AtLeastOnce
         );
         assert!(with("maybe-once").is_err());
+    }
+
+    #[test]
+    fn secrets_come_from_the_environment_or_files() {
+        let dir = std::env::temp_dir().join(format!("sluice-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("password"), "from-file\n").unwrap();
+        let with = |value: &str| {
+            PipelineConfig::parse(
+                &MINIMAL.replace(
+                    "\"linger.ms\" = 5",
+                    &format!("\"sasl.password\" = \"{value}\""),
+                ),
+                &dir,
+            )
+        };
+        let from_file = with("${file:password}").unwrap();
+        assert_eq!(from_file.kafka_properties()["sasl.password"], "from-file");
+        let home = with("${env:HOME}").unwrap();
+        assert_eq!(
+            home.kafka_properties()["sasl.password"],
+            std::env::var("HOME").unwrap()
+        );
+        let err = with("${env:SLUICE_SURELY_UNSET_VARIABLE}").unwrap_err();
+        assert!(
+            err.contains("SLUICE_SURELY_UNSET_VARIABLE") && err.contains("sasl.password"),
+            "{err}"
+        );
+        assert!(with("${vault:x}").is_err());
     }
 
     #[test]

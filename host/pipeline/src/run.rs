@@ -7,6 +7,9 @@ use sluice_engine::{
     EngineConfig, OutputRecord, TransformEngine, TransformError, TransformInstance,
 };
 use sluice_sink::{Delivery, KafkaSink, SinkConfig, SinkRecord, SourcePosition};
+use sluice_source::arrow::array::{AsArray, RecordBatch};
+use sluice_source::arrow::compute::cast;
+use sluice_source::arrow::datatypes::{DataType, Int64Type, TimeUnit};
 use sluice_source::{ChangeBatch, ChangeFeed, Position, SourceError, SourceOptions};
 use tokio::sync::{mpsc, watch};
 
@@ -62,6 +65,7 @@ struct Pipeline<'a> {
     instance: TransformInstance,
     module_digest: String,
     sink: KafkaSink,
+    change_headers: bool,
     summary: RunSummary,
 }
 
@@ -103,6 +107,7 @@ pub async fn run(
         instance,
         module_digest,
         sink,
+        change_headers: config.sink.change_headers,
         summary: RunSummary {
             position: start,
             ..RunSummary::default()
@@ -201,7 +206,13 @@ impl Pipeline<'_> {
             let batch = batch?;
             let records = tokio::task::block_in_place(|| self.instance.transform(&batch.batch))
                 .map_err(|source| transform_error(self.name, self.feed.table(), &batch, source))?;
-            let records: Vec<SinkRecord> = records.into_iter().map(sink_record).collect();
+            let metadata = self
+                .change_headers
+                .then(|| ChangeMetadata::of(&batch.batch));
+            let records: Vec<SinkRecord> = records
+                .into_iter()
+                .map(|record| sink_record(record, metadata.as_ref()))
+                .collect();
             self.sink
                 .deliver(&records, &self.source_position(batch.end))
                 .await?;
@@ -259,12 +270,74 @@ fn transform_error(
     }
 }
 
-fn sink_record(record: OutputRecord) -> SinkRecord {
+fn sink_record(record: OutputRecord, metadata: Option<&ChangeMetadata>) -> SinkRecord {
+    let mut headers = record.headers;
+    if let Some(metadata) = metadata {
+        headers.extend(metadata.headers(record.source_row as usize));
+    }
     SinkRecord {
         topic: record.topic,
         key: record.key,
         value: record.value,
-        headers: record.headers,
+        headers,
+    }
+}
+
+/// The change columns of a batch, for records' headers.
+struct ChangeMetadata {
+    change_types: Vec<String>,
+    versions: Vec<i64>,
+    timestamps: Vec<i64>,
+}
+
+impl ChangeMetadata {
+    fn of(batch: &RecordBatch) -> ChangeMetadata {
+        let column =
+            |name: &str, to: DataType| batch.column_by_name(name).and_then(|c| cast(c, &to).ok());
+        let integers = |name: &str, to: DataType| -> Vec<i64> {
+            column(name, to)
+                .and_then(|c| cast(&c, &DataType::Int64).ok())
+                .map(|c| {
+                    c.as_primitive::<Int64Type>()
+                        .iter()
+                        .map(Option::unwrap_or_default)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        ChangeMetadata {
+            change_types: column("_change_type", DataType::Utf8)
+                .map(|c| {
+                    c.as_string::<i32>()
+                        .iter()
+                        .map(|v| v.unwrap_or_default().to_string())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            versions: integers("_commit_version", DataType::Int64),
+            timestamps: integers(
+                "_commit_timestamp",
+                DataType::Timestamp(TimeUnit::Microsecond, None),
+            ),
+        }
+    }
+
+    fn headers(&self, row: usize) -> [(String, Vec<u8>); 3] {
+        let text = |v: Option<String>| v.unwrap_or_default().into_bytes();
+        [
+            (
+                "sluice.change_type".to_string(),
+                text(self.change_types.get(row).cloned()),
+            ),
+            (
+                "sluice.commit_version".to_string(),
+                text(self.versions.get(row).map(i64::to_string)),
+            ),
+            (
+                "sluice.commit_timestamp".to_string(),
+                text(self.timestamps.get(row).map(i64::to_string)),
+            ),
+        ]
     }
 }
 
