@@ -8,7 +8,9 @@
 #
 # Environment: SLUICE_CACHE (default ~/.cache/sluice) holds the jars;
 # SLUICE_KAFKA_DIR (default $SLUICE_CACHE/kafka-run) holds config, data, log and PID;
-# SLUICE_KAFKA_PORT (default 19092) and SLUICE_KAFKA_CONTROLLER_PORT (default 19093).
+# SLUICE_KAFKA_PORT (default 19092, PLAINTEXT), SLUICE_KAFKA_SCRAM_PORT (default 19094,
+# SASL_PLAINTEXT with SCRAM-SHA-256, user `sluice`, password in $SLUICE_KAFKA_DIR/scram-password)
+# and SLUICE_KAFKA_CONTROLLER_PORT (default 19093).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +20,8 @@ libs=$cache/kafka-$version/libs
 run_dir=${SLUICE_KAFKA_DIR:-$cache/kafka-run}
 port=${SLUICE_KAFKA_PORT:-19092}
 controller_port=${SLUICE_KAFKA_CONTROLLER_PORT:-19093}
+scram_port=${SLUICE_KAFKA_SCRAM_PORT:-19094}
+scram_password=sluice-scram-secret
 pid_file=$run_dir/kafka.pid
 
 install() {
@@ -52,11 +56,13 @@ start() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$controller_port
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=SCRAM-SHA-256
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 log.dirs=$run_dir/data
 num.partitions=1
 auto.create.topics.enable=true
@@ -79,7 +85,9 @@ PROPS
   local cluster_id
   cluster_id=$(java "${java_opts[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
   java "${java_opts[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$run_dir/server.properties" \
+    --add-scram "SCRAM-SHA-256=[name=sluice,password=$scram_password]" \
     >"$run_dir/format.log" 2>&1 || { cat "$run_dir/format.log" >&2; exit 1; }
+  printf '%s\n' "$scram_password" >"$run_dir/scram-password"
   nohup java "${java_opts[@]}" kafka.Kafka "$run_dir/server.properties" >"$run_dir/kafka.log" 2>&1 &
   echo $! >"$pid_file"
   for _ in $(seq 1 120); do
@@ -89,7 +97,7 @@ PROPS
       exit 1
     fi
     if grep -q "Kafka Server started" "$run_dir/kafka.log" && port_open "$port"; then
-      echo "Kafka $version is running at 127.0.0.1:$port (PID $(cat "$pid_file"))."
+      echo "Kafka $version is running at 127.0.0.1:$port, SCRAM at 127.0.0.1:$scram_port (PID $(cat "$pid_file"))."
       return
     fi
     sleep 0.5

@@ -16,6 +16,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 "$root/scripts/kafka.sh" start
 trap '"$root/scripts/kafka.sh" stop' EXIT
 export SLUICE_TEST_KAFKA=127.0.0.1:${SLUICE_KAFKA_PORT:-19092}
+export SLUICE_TEST_KAFKA_SCRAM=127.0.0.1:${SLUICE_KAFKA_SCRAM_PORT:-19094}
+export SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE=${SLUICE_KAFKA_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/kafka-run}/scram-password
 
 cargo build --locked -p sluice
 cargo test --workspace --locked

@@ -100,6 +100,8 @@ pub struct Extra<'a> {
     pub params: &'a str,
     /// TOML lines for `[sink]`.
     pub sink: &'a str,
+    /// TOML lines for `[sink.kafka]`, after `bootstrap.servers`.
+    pub kafka: &'a str,
 }
 
 /// A pipeline config file in a temporary directory; the pipeline is named after its
@@ -144,12 +146,14 @@ connect_timeout = "10s"
 
 [sink.kafka]
 "bootstrap.servers" = "{bootstrap}"
+{kafka}
 "#,
             table = table.display(),
             module = module.display(),
             source = extra.source,
             params = extra.params,
             sink = extra.sink,
+            kafka = extra.kafka,
         );
         std::fs::write(&config, text).expect("the config is written");
         PipelineFiles { dir, config }

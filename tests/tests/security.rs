@@ -1,0 +1,88 @@
+//! Kafka security settings pass through: a pipeline delivers exactly once over a
+//! SASL/SCRAM listener with the password read from a file, and a wrong password stops it
+//! with an error that names the address.
+
+use sluice_tests::{
+    Consumed, Extra, PipelineFiles, consume_all, deals_table, run_sluice, transform_component,
+    unique_topic,
+};
+
+fn scram_bootstrap() -> String {
+    std::env::var("SLUICE_TEST_KAFKA_SCRAM")
+        .expect("SLUICE_TEST_KAFKA_SCRAM is set by scripts/test.sh")
+}
+
+fn scram_properties(password_file: &str) -> String {
+    format!(
+        "\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"SCRAM-SHA-256\"\n\"sasl.username\" = \"sluice\"\n\"sasl.password\" = \"${{file:{password_file}}}\"\n"
+    )
+}
+
+#[test]
+fn scram_authenticated_pipeline_delivers_every_change() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let password_file =
+        std::env::var("SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE").expect("set by scripts/test.sh");
+    let kafka = scram_properties(&password_file);
+    let topic = unique_topic("scram");
+    let module = transform_component("gold-deals");
+    let files = PipelineFiles::new(
+        &table,
+        &module,
+        &topic,
+        &scram_bootstrap(),
+        Extra {
+            kafka: &kafka,
+            ..Extra::default()
+        },
+    );
+    let run = run_sluice(&files.config, &["--stop-at-latest"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains(
+            &std::fs::read_to_string(&password_file)
+                .unwrap()
+                .trim()
+                .to_string()
+        ),
+        "the password was logged"
+    );
+    let records = consume_all(&topic);
+    assert_eq!(
+        records.len(),
+        36,
+        "{:?}",
+        records.iter().map(Consumed::line).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_wrong_scram_password_stops_the_pipeline_with_the_address() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "3"]);
+    let wrong = work.path().join("wrong-password");
+    std::fs::write(&wrong, "not-the-password").unwrap();
+    let kafka = scram_properties(wrong.to_str().unwrap());
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough"),
+        &unique_topic("scram-denied"),
+        &scram_bootstrap(),
+        Extra {
+            kafka: &kafka,
+            ..Extra::default()
+        },
+    );
+    let run = run_sluice(&files.config, &["--stop-at-latest"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(stderr.contains(&scram_bootstrap()), "{stderr}");
+    assert!(
+        !stderr.contains("not-the-password"),
+        "the password was logged: {stderr}"
+    );
+}
