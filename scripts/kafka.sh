@@ -10,6 +10,7 @@
 # SLUICE_KAFKA_DIR (default $SLUICE_CACHE/kafka-run) holds config, data, log and PID;
 # SLUICE_KAFKA_PORT (default 19092, PLAINTEXT), SLUICE_KAFKA_SCRAM_PORT (default 19094,
 # SASL_PLAINTEXT with SCRAM-SHA-256, user `sluice`, password in $SLUICE_KAFKA_DIR/scram-password)
+# SLUICE_KAFKA_TLS_PORT (default 19095, SSL with a CA made at start: $SLUICE_KAFKA_DIR/tls/ca.crt)
 # and SLUICE_KAFKA_CONTROLLER_PORT (default 19093).
 set -euo pipefail
 
@@ -22,6 +23,9 @@ port=${SLUICE_KAFKA_PORT:-19092}
 controller_port=${SLUICE_KAFKA_CONTROLLER_PORT:-19093}
 scram_port=${SLUICE_KAFKA_SCRAM_PORT:-19094}
 scram_password=sluice-scram-secret
+tls_port=${SLUICE_KAFKA_TLS_PORT:-19095}
+tls_dir=$run_dir/tls
+tls_password=sluice-tls-secret
 pid_file=$run_dir/kafka.pid
 
 install() {
@@ -40,6 +44,20 @@ port_open() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
+# A throwaway CA and a broker certificate for 127.0.0.1, made anew at every start.
+make_tls() {
+  rm -rf "$tls_dir"
+  mkdir -p "$tls_dir"
+  (
+    cd "$tls_dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=Sluice test CA"
+    openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=localhost"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >san.ext
+    openssl x509 -req -in broker.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out broker.crt -days 2 -extfile san.ext
+    openssl pkcs12 -export -in broker.crt -inkey broker.key -certfile ca.crt -out broker.p12 -password "pass:$tls_password"
+  ) >"$run_dir/tls.log" 2>&1 || { cat "$run_dir/tls.log" >&2; exit 1; }
+}
+
 start() {
   install
   if running; then
@@ -52,15 +70,20 @@ start() {
   fi
   rm -rf "$run_dir/data"
   mkdir -p "$run_dir/data"
+  make_tls
   cat >"$run_dir/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$controller_port
-listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port,CONTROLLER://127.0.0.1:$controller_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port,SSL://127.0.0.1:$tls_port,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port,SSL://127.0.0.1:$tls_port
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT
+listener.name.ssl.ssl.keystore.location=$tls_dir/broker.p12
+listener.name.ssl.ssl.keystore.type=PKCS12
+listener.name.ssl.ssl.keystore.password=$tls_password
+listener.name.ssl.ssl.key.password=$tls_password
 sasl.enabled.mechanisms=SCRAM-SHA-256
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 log.dirs=$run_dir/data
@@ -97,7 +120,7 @@ PROPS
       exit 1
     fi
     if grep -q "Kafka Server started" "$run_dir/kafka.log" && port_open "$port"; then
-      echo "Kafka $version is running at 127.0.0.1:$port, SCRAM at 127.0.0.1:$scram_port (PID $(cat "$pid_file"))."
+      echo "Kafka $version is running at 127.0.0.1:$port, SCRAM at :$scram_port, TLS at :$tls_port (PID $(cat "$pid_file"))."
       return
     fi
     sleep 0.5

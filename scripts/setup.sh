@@ -5,7 +5,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-apt_packages=(cmake g++ make pkg-config libssl-dev zlib1g-dev libsasl2-dev libcurl4-openssl-dev python3 python3-pip openjdk-17-jre-headless maven kcat)
+apt_packages=(cmake g++ make pkg-config libssl-dev zlib1g-dev libsasl2-dev libcurl4-openssl-dev openssl python3 python3-pip openjdk-17-jre-headless maven kcat)
 missing=()
 for package in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -17,6 +17,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 trap '"$root/scripts/kafka.sh" stop' EXIT
 export SLUICE_TEST_KAFKA=127.0.0.1:${SLUICE_KAFKA_PORT:-19092}
 export SLUICE_TEST_KAFKA_SCRAM=127.0.0.1:${SLUICE_KAFKA_SCRAM_PORT:-19094}
+export SLUICE_TEST_KAFKA_TLS=127.0.0.1:${SLUICE_KAFKA_TLS_PORT:-19095}
+export SLUICE_TEST_KAFKA_TLS_CA=${SLUICE_KAFKA_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/kafka-run}/tls/ca.crt
 export SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE=${SLUICE_KAFKA_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/kafka-run}/scram-password
 
 cargo build --locked -p sluice

@@ -1,6 +1,7 @@
 //! Kafka security settings pass through: a pipeline delivers exactly once over a
 //! SASL/SCRAM listener with the password read from a file, and a wrong password stops it
-//! with an error that names the address.
+//! with an error that names the address; the same over TLS with a CA made when the
+//! broker starts.
 
 use sluice_tests::{
     Consumed, Extra, PipelineFiles, consume_all, deals_table, run_sluice, transform_component,
@@ -85,4 +86,56 @@ fn a_wrong_scram_password_stops_the_pipeline_with_the_address() {
         !stderr.contains("not-the-password"),
         "the password was logged: {stderr}"
     );
+}
+
+fn tls_bootstrap() -> String {
+    std::env::var("SLUICE_TEST_KAFKA_TLS").expect("SLUICE_TEST_KAFKA_TLS is set by scripts/test.sh")
+}
+
+#[test]
+fn tls_pipeline_trusting_the_test_ca_delivers_every_change() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let ca = std::env::var("SLUICE_TEST_KAFKA_TLS_CA").expect("set by scripts/test.sh");
+    let kafka = format!("\"security.protocol\" = \"SSL\"\n\"ssl.ca.location\" = \"{ca}\"\n");
+    let topic = unique_topic("tls");
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("gold-deals"),
+        &topic,
+        &tls_bootstrap(),
+        Extra {
+            kafka: &kafka,
+            ..Extra::default()
+        },
+    );
+    let run = run_sluice(&files.config, &["--stop-at-latest"]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(consume_all(&topic).len(), 36);
+}
+
+#[test]
+fn tls_without_trusting_the_ca_stops_with_the_address() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "3"]);
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough"),
+        &unique_topic("tls-untrusted"),
+        &tls_bootstrap(),
+        Extra {
+            kafka: "\"security.protocol\" = \"SSL\"\n",
+            ..Extra::default()
+        },
+    );
+    let run = run_sluice(&files.config, &["--stop-at-latest"]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(stderr.contains(&tls_bootstrap()), "{stderr}");
 }
