@@ -206,6 +206,23 @@ pub fn run_sluice(config: &Path, args: &[&str]) -> Output {
         .expect("sluice runs")
 }
 
+/// Runs the pipeline to the table's latest version and returns its log; panics with the
+/// log if it fails.
+pub fn run_to_latest(config: &Path) -> String {
+    let run = run_sluice(config, &["--stop-at-latest"]);
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "sluice failed: {stderr}");
+    stderr
+}
+
+/// Runs the pipeline, expects it to fail, and returns its log.
+pub fn run_expecting_failure(config: &Path) -> String {
+    let run = run_sluice(config, &["--stop-at-latest"]);
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(!run.status.success(), "sluice succeeded: {stderr}");
+    stderr
+}
+
 /// Starts `sluice run --config <config>` in the background.
 pub fn spawn_sluice(config: &Path) -> Child {
     Command::new(sluice_binary())

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sluice_tests::{
-    Consumed, Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_sluice,
+    Consumed, Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_to_latest,
     spawn_sluice_logged, stop_sluice, transform_component, unique_topic,
 };
 
@@ -38,12 +38,7 @@ fn reference(table: &Path, module: &Path, batch_rows: &str) -> (Vec<String>, Dur
         },
     );
     let started = Instant::now();
-    let run = run_sluice(&files.config, &["--stop-at-latest"]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    run_to_latest(&files.config);
     let records: Vec<String> = consume_all(&topic).iter().map(Consumed::line).collect();
     // 200000 inserts, 2 updated deals, 2 tombstones, 2 deals changed by the merge.
     assert_eq!(records.len(), 200_000 + 2 + 2 + 2);
@@ -137,12 +132,7 @@ fn crash_repeatedly(
         mid_stream, KILLS,
         "every kill should land mid-stream; positions were {positions:?}"
     );
-    let last = run_sluice(&files.config, &["--stop-at-latest"]);
-    assert!(
-        last.status.success(),
-        "{}",
-        String::from_utf8_lossy(&last.stderr)
-    );
+    run_to_latest(&files.config);
     assert_eq!(files.position(), Some((5, 0)));
     consume_all(&topic).iter().map(Consumed::line).collect()
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use sluice_tests::{
-    Extra, PipelineFiles, deals_table, kafka_bootstrap, run_sluice, transform_component,
+    Extra, PipelineFiles, deals_table, kafka_bootstrap, run_expecting_failure, transform_component,
     unique_topic,
 };
 
@@ -15,9 +15,7 @@ fn fails_with(table: &Path, module: &Path, bootstrap: &str, expected: &[&str]) {
         bootstrap,
         Extra::default(),
     );
-    let run = run_sluice(&files.config, &["--stop-at-latest"]);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(!run.status.success(), "sluice succeeded; stderr: {stderr}");
+    let stderr = run_expecting_failure(&files.config);
     for text in expected {
         assert!(stderr.contains(text), "stderr lacks {text:?}: {stderr}");
     }

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 use sluice_tests::{
-    Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_sluice,
+    Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_to_latest,
     transform_component, unique_topic,
 };
 
@@ -22,12 +22,7 @@ fn records_carry_their_rows_change_type_version_and_timestamp() {
             ..Extra::default()
         },
     );
-    let run = run_sluice(&files.config, &["--stop-at-latest"]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    run_to_latest(&files.config);
 
     let records = consume_all(&topic);
     assert_eq!(records.len(), 39, "every change row of the scenario");

@@ -4,8 +4,8 @@
 //! broker starts.
 
 use sluice_tests::{
-    Consumed, Extra, PipelineFiles, consume_all, deals_table, run_sluice, transform_component,
-    unique_topic,
+    Consumed, Extra, PipelineFiles, consume_all, deals_table, run_expecting_failure, run_to_latest,
+    transform_component, unique_topic,
 };
 
 fn scram_bootstrap() -> String {
@@ -39,9 +39,7 @@ fn scram_authenticated_pipeline_delivers_every_change() {
             ..Extra::default()
         },
     );
-    let run = run_sluice(&files.config, &["--stop-at-latest"]);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
+    let stderr = run_to_latest(&files.config);
     assert!(
         !stderr.contains(
             &std::fs::read_to_string(&password_file)
@@ -78,9 +76,7 @@ fn a_wrong_scram_password_stops_the_pipeline_with_the_address() {
             ..Extra::default()
         },
     );
-    let run = run_sluice(&files.config, &["--stop-at-latest"]);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(!run.status.success(), "{stderr}");
+    let stderr = run_expecting_failure(&files.config);
     assert!(stderr.contains(&scram_bootstrap()), "{stderr}");
     assert!(
         !stderr.contains("not-the-password"),
@@ -110,12 +106,7 @@ fn tls_pipeline_trusting_the_test_ca_delivers_every_change() {
             ..Extra::default()
         },
     );
-    let run = run_sluice(&files.config, &["--stop-at-latest"]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    run_to_latest(&files.config);
     assert_eq!(consume_all(&topic).len(), 36);
 }
 
@@ -134,8 +125,6 @@ fn tls_without_trusting_the_ca_stops_with_the_address() {
             ..Extra::default()
         },
     );
-    let run = run_sluice(&files.config, &["--stop-at-latest"]);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(!run.status.success(), "{stderr}");
+    let stderr = run_expecting_failure(&files.config);
     assert!(stderr.contains(&tls_bootstrap()), "{stderr}");
 }

@@ -6,8 +6,8 @@ use std::process::Command;
 
 use serde_json::Value;
 use sluice_tests::{
-    Extra, PipelineFiles, consume_all, kafka_bootstrap, repo_root, run_sluice, transform_component,
-    unique_topic,
+    Extra, PipelineFiles, consume_all, kafka_bootstrap, repo_root, run_to_latest,
+    transform_component, unique_topic,
 };
 
 fn shared_table(name: &str) -> PathBuf {
@@ -46,12 +46,7 @@ fn streamed(table: &Path) -> Vec<String> {
         &kafka_bootstrap(),
         Extra::default(),
     );
-    let run = run_sluice(&files.config, &["--stop-at-latest"]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    run_to_latest(&files.config);
     let mut rows: Vec<String> = consume_all(&topic)
         .into_iter()
         .map(|record| {
