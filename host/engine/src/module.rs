@@ -1,6 +1,6 @@
 //! The Wasm engine and loaded transform modules.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -66,11 +66,6 @@ impl TransformEngine {
         })
     }
 
-    /// The limits instances run under.
-    pub fn config(&self) -> &EngineConfig {
-        &self.config
-    }
-
     /// Loads, checks and compiles a transform component from a file.
     pub fn load(&self, path: &Path) -> Result<TransformModule, EngineError> {
         let bytes = std::fs::read(path).map_err(|source| EngineError::Read {
@@ -81,7 +76,7 @@ impl TransformEngine {
     }
 
     /// Checks and compiles a transform component; `path` names it in messages.
-    pub fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<TransformModule, EngineError> {
+    fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<TransformModule, EngineError> {
         let path_buf = path.to_path_buf();
         match bytes.get(..8) {
             Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => {
@@ -122,7 +117,6 @@ impl TransformEngine {
         Ok(TransformModule {
             name,
             digest,
-            path: path_buf,
             engine: self.engine.clone(),
             config: self.config.clone(),
             pre,
@@ -169,7 +163,6 @@ fn check_contract(
 pub struct TransformModule {
     name: String,
     digest: String,
-    path: PathBuf,
     engine: wasmtime::Engine,
     config: EngineConfig,
     pre: v0_1::TransformPre<HostState>,
@@ -184,11 +177,6 @@ impl TransformModule {
     /// SHA-256 of the module's bytes, in hex: which code made a record.
     pub fn digest(&self) -> &str {
         &self.digest
-    }
-
-    /// The file it was loaded from.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Starts a fresh instance and calls its `init` with `params`.

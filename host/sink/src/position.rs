@@ -42,24 +42,33 @@ impl ClientContext for PositionReader {
 
 impl ConsumerContext for PositionReader {}
 
-/// Creates the compacted position topic if it does not exist.
-pub async fn ensure_topic(
-    properties: &BTreeMap<String, String>,
-    topic: &str,
-    wait: Duration,
-) -> Result<(), SinkError> {
-    let fail = |detail: String| SinkError::PositionTopic {
+fn client_config(properties: &BTreeMap<String, String>) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    for (name, value) in properties {
+        config.set(name, value);
+    }
+    config
+}
+
+fn topic_error(properties: &BTreeMap<String, String>, topic: &str, detail: String) -> SinkError {
+    SinkError::PositionTopic {
         topic: topic.to_string(),
         bootstrap: properties
             .get("bootstrap.servers")
             .cloned()
             .unwrap_or_default(),
         detail,
-    };
-    let mut config = ClientConfig::new();
-    for (name, value) in properties {
-        config.set(name, value);
     }
+}
+
+/// Creates the compacted position topic if it does not exist.
+pub async fn ensure_topic(
+    properties: &BTreeMap<String, String>,
+    topic: &str,
+    wait: Duration,
+) -> Result<(), SinkError> {
+    let fail = |detail: String| topic_error(properties, topic, detail);
+    let config = client_config(properties);
     let admin: AdminClient<DefaultClientContext> =
         config.create().map_err(|e| fail(e.to_string()))?;
     // Replication -1 takes the broker's default.replication.factor.
@@ -121,18 +130,8 @@ pub fn read_position(
     wait: Duration,
     end: ReadEnd,
 ) -> Result<Option<SourcePosition>, SinkError> {
-    let fail = |detail: String| SinkError::PositionTopic {
-        topic: topic.to_string(),
-        bootstrap: consumer_properties
-            .get("bootstrap.servers")
-            .cloned()
-            .unwrap_or_default(),
-        detail,
-    };
-    let mut config = ClientConfig::new();
-    for (name, value) in consumer_properties {
-        config.set(name, value);
-    }
+    let fail = |detail: String| topic_error(consumer_properties, topic, detail);
+    let mut config = client_config(consumer_properties);
     let consumer: BaseConsumer<PositionReader> = config
         .set("group.id", format!("sluice-position-reader-{pipeline}"))
         .set("enable.auto.commit", "false")

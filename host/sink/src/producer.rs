@@ -148,11 +148,6 @@ impl KafkaSink {
         })
     }
 
-    /// The default topic.
-    pub fn topic(&self) -> &str {
-        &self.config.topic
-    }
-
     /// The pipeline's last committed position, if any. [`KafkaSink::connect`] has
     /// fenced older instances, so the topic is read to its end: their open transaction
     /// is being aborted, and nothing else writes there.

@@ -57,16 +57,6 @@ pub enum SourceError {
         /// The earliest version still available.
         earliest: u64,
     },
-    /// The start version is beyond the table's latest version.
-    #[error("Table {table} has no version {requested}; its latest version is {latest}.")]
-    VersionNotYetWritten {
-        /// The configured location.
-        table: String,
-        /// The version asked for.
-        requested: u64,
-        /// The table's latest version.
-        latest: u64,
-    },
     /// The schema changed inside the range.
     #[error(
         "Table {table} changed its schema between versions {start} and {end}; reading across a schema change is not supported yet. Restart from the version of the schema change. ({detail})"
