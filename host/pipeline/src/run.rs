@@ -42,6 +42,10 @@ const READ_AHEAD: usize = 4;
 /// Pause before redoing work after an aborted transaction.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
+/// Aborted transactions in a row, without a batch delivered in between, after which the
+/// pipeline stops instead of retrying: the cause is not transient.
+const MAX_RETRIES: u32 = 10;
+
 /// The Kafka settings of a pipeline.
 pub fn sink_config(config: &PipelineConfig) -> SinkConfig {
     SinkConfig {
@@ -114,6 +118,7 @@ pub async fn run(
         },
     };
 
+    let mut retries = 0;
     loop {
         if *shutdown.borrow() {
             break;
@@ -121,10 +126,19 @@ pub async fn run(
         let reader = pipeline.feed.clone();
         let latest = blocking(move || reader.latest_version()).await?;
         if pipeline.summary.position.version <= latest {
+            let before = pipeline.summary.position;
             match pipeline.process_range(latest, &mut shutdown).await {
                 Ok(true) => break,
-                Ok(false) => continue,
-                Err(PipelineError::Sink(e)) if e.is_retriable() => {
+                Ok(false) => {
+                    retries = 0;
+                    continue;
+                }
+                Err(PipelineError::Sink(e)) if e.is_retriable() && retries < MAX_RETRIES => {
+                    retries = if pipeline.summary.position == before {
+                        retries + 1
+                    } else {
+                        1
+                    };
                     tracing::warn!(pipeline = name, error = %e, position = %pipeline.summary.position, "Redoing the batch from the last committed position.");
                     tokio::time::sleep(RETRY_PAUSE).await;
                     continue;

@@ -90,8 +90,11 @@ pub enum SinkError {
         /// librdkafka's error.
         error: Box<KafkaError>,
     },
-    /// A transaction was aborted; the batch is redone from the last committed position.
-    #[error("A Kafka transaction was aborted and will be redone: {error}")]
+    /// A transaction was aborted; the pipeline redoes the batch from the last committed
+    /// position, and stops after repeated aborts.
+    #[error(
+        "A Kafka transaction was aborted: {error}. Nothing was delivered from it; the batch is redone from the last committed position."
+    )]
     Aborted {
         /// librdkafka's error.
         error: Box<KafkaError>,

@@ -12,6 +12,25 @@ use crate::error::SinkError;
 use crate::position::{self, ReadEnd, SourcePosition};
 use crate::properties::{DEFAULTS, consumer_properties, redact};
 
+/// Delivery errors that redoing the batch cannot cure; every other delivery error in a
+/// transaction aborts it, and the batch is redone.
+const PERMANENT: &[RDKafkaErrorCode] = &[
+    RDKafkaErrorCode::MessageSizeTooLarge,
+    RDKafkaErrorCode::InvalidMessageSize,
+    RDKafkaErrorCode::InvalidMessage,
+    RDKafkaErrorCode::InvalidRecord,
+    RDKafkaErrorCode::TopicAuthorizationFailed,
+    RDKafkaErrorCode::ClusterAuthorizationFailed,
+    RDKafkaErrorCode::TransactionalIdAuthorizationFailed,
+    RDKafkaErrorCode::UnknownTopic,
+];
+
+fn is_permanent(error: &KafkaError) -> bool {
+    error
+        .rdkafka_error_code()
+        .is_some_and(|code| PERMANENT.contains(&code))
+}
+
 /// How records reach Kafka.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delivery {
@@ -329,7 +348,7 @@ impl KafkaSink {
     }
 
     fn delivery_error(&self, topic: &str, error: KafkaError) -> SinkError {
-        if self.config.delivery == Delivery::ExactlyOnce {
+        if self.config.delivery == Delivery::ExactlyOnce && !is_permanent(&error) {
             return match self.transaction_error(error) {
                 SinkError::Delivery { error, .. } => SinkError::Aborted { error },
                 other => other,
@@ -418,6 +437,21 @@ mod tests {
             connect_timeout: Duration::from_secs(2),
             transaction_timeout: Duration::from_secs(10),
         }
+    }
+
+    #[test]
+    fn oversized_records_and_authorization_failures_are_not_retried() {
+        let produce = |code| KafkaError::MessageProduction(code);
+        assert!(is_permanent(&produce(
+            RDKafkaErrorCode::MessageSizeTooLarge
+        )));
+        assert!(is_permanent(&produce(
+            RDKafkaErrorCode::TopicAuthorizationFailed
+        )));
+        assert!(!is_permanent(&produce(RDKafkaErrorCode::RequestTimedOut)));
+        assert!(!is_permanent(&produce(
+            RDKafkaErrorCode::NotLeaderForPartition
+        )));
     }
 
     #[tokio::test]
