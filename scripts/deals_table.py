@@ -11,6 +11,8 @@ against a golden file.
     deals_table.py TABLE delete                 deals 5 and 10 are removed
     deals_table.py TABLE merge                  deal 1 changes stage, deal 100 is new
     deals_table.py TABLE scenario               create, append 20..29, update, delete, merge
+    deals_table.py TABLE big --start K --title-bytes N
+                                                one deal whose title is N characters long
     deals_table.py TABLE plain --rows N         a table without the change data feed
 """
 
@@ -81,6 +83,12 @@ def append(table: str, start: int, rows: int) -> None:
     write_deltalake(table, deals(range(start, start + rows)), mode="append")
 
 
+def big(table: str, start: int, title_bytes: int) -> None:
+    row = deal(start)
+    row["fullDocument"]["title"] = "x" * title_bytes
+    write_deltalake(table, pa.Table.from_pylist([row], schema=SCHEMA), mode="append")
+
+
 def update(table: str) -> None:
     DeltaTable(table).update(
         predicate="documentId IN ('deal-0003', 'deal-0007')",
@@ -118,14 +126,17 @@ def plain(table: str, rows: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table")
-    parser.add_argument("step", choices=["create", "append", "update", "delete", "merge", "scenario", "plain"])
+    parser.add_argument("step", choices=["create", "append", "big", "update", "delete", "merge", "scenario", "plain"])
     parser.add_argument("--rows", type=int, default=20)
     parser.add_argument("--start", type=int, default=20)
+    parser.add_argument("--title-bytes", type=int, default=2_000_000)
     args = parser.parse_args()
     if args.step == "create":
         create(args.table, args.rows)
     elif args.step == "append":
         append(args.table, args.start, args.rows)
+    elif args.step == "big":
+        big(args.table, args.start, args.title_bytes)
     elif args.step == "update":
         update(args.table)
     elif args.step == "delete":

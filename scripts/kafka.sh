@@ -6,12 +6,24 @@
 #   scripts/kafka.sh stop      stop the broker started by `start`
 #   scripts/kafka.sh status    say whether it runs, and where
 #
+# A three-node KRaft cluster for fault tests (replication factor 3, min.insync.replicas 2,
+# no automatic topic creation), nodes at 127.0.0.1:19201..19203:
+#   scripts/kafka.sh cluster-start        start it with an empty log, wait until ready
+#   scripts/kafka.sh cluster-stop         stop every node
+#   scripts/kafka.sh node-kill N          kill node N (1..3) with SIGKILL
+#   scripts/kafka.sh node-start N         start node N again, keeping its data
+#
+# The single broker's SCRAM user `sluice` may see but not write topics named `denied-*`,
+# and may not even see `hidden-*` (ACLs set at start), so tests can meet authorization
+# failures; other principals are super users.
+#
 # Environment: SLUICE_CACHE (default ~/.cache/sluice) holds the jars;
 # SLUICE_KAFKA_DIR (default $SLUICE_CACHE/kafka-run) holds config, data, log and PID;
 # SLUICE_KAFKA_PORT (default 19092, PLAINTEXT), SLUICE_KAFKA_SCRAM_PORT (default 19094,
 # SASL_PLAINTEXT with SCRAM-SHA-256, user `sluice`, password in $SLUICE_KAFKA_DIR/scram-password)
 # SLUICE_KAFKA_TLS_PORT (default 19095, SSL with a CA made at start: $SLUICE_KAFKA_DIR/tls/ca.crt)
-# and SLUICE_KAFKA_CONTROLLER_PORT (default 19093).
+# and SLUICE_KAFKA_CONTROLLER_PORT (default 19093). The cluster lives in
+# SLUICE_KAFKA_CLUSTER_DIR (default $SLUICE_CACHE/kafka-cluster).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +39,8 @@ tls_port=${SLUICE_KAFKA_TLS_PORT:-19095}
 tls_dir=$run_dir/tls
 tls_password=sluice-tls-secret
 pid_file=$run_dir/kafka.pid
+cluster_dir=${SLUICE_KAFKA_CLUSTER_DIR:-$cache/kafka-cluster}
+cluster_nodes=3
 
 install() {
   if [ -f "$libs/kafka_2.13-$version.jar" ]; then
@@ -34,6 +48,17 @@ install() {
   fi
   echo "Fetching Apache Kafka $version jars into $libs ..."
   mvn -q -B -f "$here/kafka/pom.xml" dependency:copy-dependencies -DoutputDirectory="$libs"
+}
+
+write_log4j() {
+  cat >"$1" <<'PROPS'
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+PROPS
 }
 
 running() {
@@ -56,6 +81,13 @@ make_tls() {
     openssl x509 -req -in broker.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out broker.crt -days 2 -extfile san.ext
     openssl pkcs12 -export -in broker.crt -inkey broker.key -certfile ca.crt -out broker.p12 -password "pass:$tls_password"
   ) >"$run_dir/tls.log" 2>&1 || { cat "$run_dir/tls.log" >&2; exit 1; }
+}
+
+# Adds a prefixed ACL on the single broker.
+acl() {
+  java -Dlog4j2.configurationFile="$run_dir/log4j2.properties" -cp "$libs/*" org.apache.kafka.tools.AclCommand \
+    --bootstrap-server "127.0.0.1:$port" --add --resource-pattern-type prefixed "$@" \
+    >>"$run_dir/acl.log" 2>&1 || { cat "$run_dir/acl.log" >&2; exit 1; }
 }
 
 start() {
@@ -86,6 +118,9 @@ listener.name.ssl.ssl.keystore.password=$tls_password
 listener.name.ssl.ssl.key.password=$tls_password
 sasl.enabled.mechanisms=SCRAM-SHA-256
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+allow.everyone.if.no.acl.found=true
 log.dirs=$run_dir/data
 num.partitions=1
 auto.create.topics.enable=true
@@ -96,14 +131,7 @@ group.initial.rebalance.delay.ms=0
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 PROPS
-  cat >"$run_dir/log4j2.properties" <<'PROPS'
-rootLogger.level = INFO
-rootLogger.appenderRef.stdout.ref = STDOUT
-appender.stdout.type = Console
-appender.stdout.name = STDOUT
-appender.stdout.layout.type = PatternLayout
-appender.stdout.layout.pattern = [%d] %p %m (%c)%n
-PROPS
+  write_log4j "$run_dir/log4j2.properties"
   local java_opts=(-Xms256m -Xmx512m -Dlog4j2.configurationFile="$run_dir/log4j2.properties" -cp "$libs/*")
   local cluster_id
   cluster_id=$(java "${java_opts[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
@@ -120,6 +148,10 @@ PROPS
       exit 1
     fi
     if grep -q "Kafka Server started" "$run_dir/kafka.log" && port_open "$port"; then
+      # Topics `denied-*`: the SCRAM user may see them but not write; `hidden-*`: not even see.
+      acl --allow-principal User:sluice --operation Describe --topic denied-
+      acl --deny-principal User:sluice --operation Write --topic denied-
+      acl --deny-principal User:sluice --operation All --topic hidden-
       echo "Kafka $version is running at 127.0.0.1:$port, SCRAM at :$scram_port, TLS at :$tls_port (PID $(cat "$pid_file"))."
       return
     fi
@@ -157,10 +189,157 @@ status() {
   fi
 }
 
+node_port() { echo $((19200 + $1)); }
+node_controller_port() { echo $((19210 + $1)); }
+node_pid_file() { echo "$cluster_dir/node-$1/kafka.pid"; }
+
+node_running() {
+  local pid_file
+  pid_file=$(node_pid_file "$1")
+  [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null
+}
+
+node_java() {
+  java -Xms128m -Xmx384m -Dlog4j2.configurationFile="$cluster_dir/log4j2.properties" -cp "$libs/*" "$@"
+}
+
+# Starts node $1 from its existing config and data, and waits until it serves.
+node_launch() {
+  local node=$1 dir=$cluster_dir/node-$1
+  nohup java -Xms128m -Xmx384m -Dlog4j2.configurationFile="$cluster_dir/log4j2.properties" -cp "$libs/*" \
+    kafka.Kafka "$dir/server.properties" >>"$dir/kafka.log" 2>&1 &
+  echo $! >"$(node_pid_file "$node")"
+}
+
+node_wait() {
+  local node=$1 dir=$cluster_dir/node-$1
+  for _ in $(seq 1 120); do
+    if ! node_running "$node"; then
+      echo "Kafka node $node exited during start-up; the end of its log ($dir/kafka.log):" >&2
+      tail -n 30 "$dir/kafka.log" >&2
+      exit 1
+    fi
+    if port_open "$(node_port "$node")" && grep -q "Kafka Server started" "$dir/kafka.log"; then
+      return
+    fi
+    sleep 0.5
+  done
+  echo "Kafka node $node did not become ready within 60 s; see $dir/kafka.log." >&2
+  exit 1
+}
+
+cluster_start() {
+  install
+  cluster_stop >/dev/null
+  rm -rf "$cluster_dir"
+  mkdir -p "$cluster_dir"
+  write_log4j "$cluster_dir/log4j2.properties"
+  local voters="" node
+  for node in $(seq 1 $cluster_nodes); do
+    voters="$voters${voters:+,}$node@127.0.0.1:$(node_controller_port "$node")"
+  done
+  local cluster_id
+  cluster_id=$(node_java kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+  for node in $(seq 1 $cluster_nodes); do
+    if port_open "$(node_port "$node")"; then
+      echo "Port $(node_port "$node") is taken by another process." >&2
+      exit 1
+    fi
+    local dir=$cluster_dir/node-$node
+    mkdir -p "$dir/data"
+    cat >"$dir/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=$node
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$(node_port "$node"),CONTROLLER://127.0.0.1:$(node_controller_port "$node")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(node_port "$node")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=3
+min.insync.replicas=2
+auto.create.topics.enable=false
+offsets.topic.replication.factor=3
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+group.initial.rebalance.delay.ms=0
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+PROPS
+    node_java kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
+      >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; exit 1; }
+  done
+  for node in $(seq 1 $cluster_nodes); do
+    node_launch "$node"
+  done
+  for node in $(seq 1 $cluster_nodes); do
+    node_wait "$node"
+  done
+  echo "Kafka $version cluster of $cluster_nodes nodes is running at $(cluster_bootstrap)."
+}
+
+cluster_bootstrap() {
+  local list="" node
+  for node in $(seq 1 $cluster_nodes); do
+    list="$list${list:+,}127.0.0.1:$(node_port "$node")"
+  done
+  echo "$list"
+}
+
+node_kill() {
+  local node=$1
+  if node_running "$node"; then
+    kill -9 "$(cat "$(node_pid_file "$node")")"
+    echo "Kafka node $node killed."
+  fi
+  rm -f "$(node_pid_file "$node")"
+}
+
+node_start() {
+  local node=$1
+  if node_running "$node"; then
+    echo "Kafka node $node is already running."
+    return
+  fi
+  node_launch "$node"
+  node_wait "$node"
+  echo "Kafka node $node is running at 127.0.0.1:$(node_port "$node")."
+}
+
+cluster_stop() {
+  local node pid
+  for node in $(seq 1 $cluster_nodes); do
+    if node_running "$node"; then
+      pid=$(cat "$(node_pid_file "$node")")
+      kill "$pid"
+      for _ in $(seq 1 40); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+      done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$(node_pid_file "$node")"
+  done
+  echo "Kafka cluster stopped."
+}
+
+valid_node() {
+  case "${1:-}" in
+    1|2|3) ;;
+    *) echo "usage: $0 node-kill|node-start 1|2|3" >&2; exit 2 ;;
+  esac
+}
+
 case "${1:-}" in
   install) install ;;
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
+  cluster-start) cluster_start ;;
+  cluster-stop) cluster_stop ;;
+  node-kill) valid_node "${2:-}"; node_kill "$2" ;;
+  node-start) valid_node "${2:-}"; node_start "$2" ;;
+  *) echo "usage: $0 install|start|stop|status|cluster-start|cluster-stop|node-kill N|node-start N" >&2; exit 2 ;;
 esac

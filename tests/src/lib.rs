@@ -8,6 +8,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -20,6 +22,32 @@ pub fn repo_root() -> PathBuf {
         .parent()
         .expect("tests/ has a parent")
         .to_path_buf()
+}
+
+/// Creates `topic` with one partition and `replication` replicas (Kafka's `-1` for the
+/// broker's default), over PLAINTEXT at `bootstrap`.
+pub fn create_topic(bootstrap: &str, topic: &str, replication: i32) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("an admin client");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let results = runtime
+        .block_on(admin.create_topics(
+            &[NewTopic::new(
+                topic,
+                1,
+                TopicReplication::Fixed(replication),
+            )],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .expect("the broker answers");
+    for result in results {
+        result.unwrap_or_else(|(topic, code)| panic!("creating {topic} failed: {code}"));
+    }
 }
 
 /// `bootstrap.servers` of the broker `scripts/test.sh` started.

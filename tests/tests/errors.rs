@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use sluice_tests::{
-    Extra, PipelineFiles, deals_table, kafka_bootstrap, run_expecting_failure, transform_component,
-    unique_topic,
+    Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_expecting_failure,
+    transform_component, unique_topic,
 };
 
 fn fails_with(table: &Path, module: &Path, bootstrap: &str, expected: &[&str]) {
@@ -104,4 +104,35 @@ fn an_unreachable_broker_is_named_after_a_bounded_wait() {
         started.elapsed() < std::time::Duration::from_secs(60),
         "the wait was not bounded"
     );
+}
+
+#[test]
+fn a_record_too_large_for_kafka_names_its_delta_row_and_keeps_the_good_versions() {
+    let work = tempfile::tempdir().unwrap();
+    let table = cdf_table(work.path());
+    deals_table(&table, &["big", "--start", "3", "--title-bytes", "20000"]);
+    let topic = unique_topic("too-large");
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough"),
+        &topic,
+        &kafka_bootstrap(),
+        Extra {
+            sink: "commit_per_version = true",
+            kafka: "\"message.max.bytes\" = 10000",
+            ..Extra::default()
+        },
+    );
+    for _attempt in 0..2 {
+        let stderr = run_expecting_failure(&files.config);
+        for text in [
+            "refused the record made from change row 0 of table version 1",
+            "Message size too large",
+            "Raise `message.max.bytes`",
+        ] {
+            assert!(stderr.contains(text), "stderr lacks {text:?}: {stderr}");
+        }
+        assert_eq!(files.position(), Some((0, 3)), "version 0 stays delivered");
+        assert_eq!(consume_all(&topic).len(), 3, "version 0's records, once");
+    }
 }

@@ -1,11 +1,12 @@
 //! Kafka security settings pass through: a pipeline delivers exactly once over a
 //! SASL/SCRAM listener with the password read from a file, and a wrong password stops it
 //! with an error that names the address; the same over TLS with a CA made when the
-//! broker starts.
+//! broker starts. A topic the principal may not write stops the pipeline with what to
+//! grant.
 
 use sluice_tests::{
-    Consumed, Extra, PipelineFiles, consume_all, deals_table, run_expecting_failure, run_to_latest,
-    transform_component, unique_topic,
+    Consumed, Extra, PipelineFiles, consume_all, create_topic, deals_table, kafka_bootstrap,
+    run_expecting_failure, run_to_latest, transform_component, unique_topic,
 };
 
 fn scram_bootstrap() -> String {
@@ -127,4 +128,72 @@ fn tls_without_trusting_the_ca_stops_with_the_address() {
     );
     let stderr = run_expecting_failure(&files.config);
     assert!(stderr.contains(&tls_bootstrap()), "{stderr}");
+}
+
+#[test]
+fn a_topic_the_principal_may_not_write_is_named_with_what_to_grant() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "3"]);
+    let password_file =
+        std::env::var("SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE").expect("set by scripts/test.sh");
+    let kafka = scram_properties(&password_file);
+    // scripts/kafka.sh lets the SCRAM user see but not write topics named `denied-*`.
+    let topic = unique_topic("denied");
+    create_topic(&kafka_bootstrap(), &topic, 1);
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough"),
+        &topic,
+        &scram_bootstrap(),
+        Extra {
+            kafka: &kafka,
+            ..Extra::default()
+        },
+    );
+    let stderr = run_expecting_failure(&files.config);
+    for text in [
+        &format!("for topic `{topic}`"),
+        "change row 0 of table version 0",
+        "Topic authorization failed",
+        "Grant the pipeline's principal WRITE",
+    ] {
+        assert!(stderr.contains(text), "stderr lacks {text:?}: {stderr}");
+    }
+    assert_eq!(files.position(), None, "nothing was committed");
+}
+
+#[test]
+fn a_topic_the_principal_may_not_see_is_named_at_start() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "3"]);
+    let password_file =
+        std::env::var("SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE").expect("set by scripts/test.sh");
+    let kafka = scram_properties(&password_file);
+    // scripts/kafka.sh denies the SCRAM user everything on topics named `hidden-*`.
+    let topic = unique_topic("hidden");
+    create_topic(&kafka_bootstrap(), &topic, 1);
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough"),
+        &topic,
+        &scram_bootstrap(),
+        Extra {
+            kafka: &kafka,
+            ..Extra::default()
+        },
+    );
+    let started = std::time::Instant::now();
+    let stderr = run_expecting_failure(&files.config);
+    for text in [
+        &format!("see topic `{topic}`"),
+        "Grant the principal DESCRIBE and WRITE",
+    ] {
+        assert!(stderr.contains(text), "stderr lacks {text:?}: {stderr}");
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the refusal is reported without waiting for connect_timeout"
+    );
 }

@@ -136,14 +136,14 @@ async fn main() -> anyhow::Result<()> {
                 },
         } => {
             let config = PipelineConfig::load(&config)?;
-            let sink = KafkaSink::connect(sluice_pipeline::sink_config(&config)).await?;
+            let mut sink = KafkaSink::connect(sluice_pipeline::sink_config(&config)).await?;
             let position = SourcePosition {
                 table: config.source.table.clone(),
                 version: to_version,
                 row_offset,
                 module_digest: String::new(),
             };
-            sink.deliver(&[], &position).await?;
+            sink.commit(&position).await?;
             println!(
                 "Pipeline {} will continue at version {to_version} after {row_offset} change rows.",
                 config.pipeline.name

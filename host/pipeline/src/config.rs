@@ -90,6 +90,21 @@ pub struct SinkSection {
     /// (microseconds since the epoch). Default false.
     #[serde(default)]
     pub change_headers: bool,
+    /// Commit once this many change rows were sent since the last commit (default
+    /// 100000). In exactly-once mode a commit ends a Kafka transaction, so this bounds a
+    /// transaction's size; a large Delta version spans several transactions.
+    #[serde(default = "default_commit_rows")]
+    pub commit_rows: u64,
+    /// Commit once the oldest uncommitted batch is this old (default `1s`): the longest a
+    /// read_committed consumer waits for a record while the pipeline is busy. The
+    /// pipeline also commits whenever it has caught up with the table, and at shutdown.
+    #[serde(default = "default_commit_interval", with = "humantime_serde")]
+    pub commit_interval: Duration,
+    /// Also commit at the end of every Delta version, so a version's records become
+    /// visible together (unless the version has more than `commit_rows` change rows).
+    /// Default false.
+    #[serde(default)]
+    pub commit_per_version: bool,
     /// Longest a transaction commit or an acknowledgement wait may take (default `60s`).
     #[serde(default = "default_transaction_timeout", with = "humantime_serde")]
     pub transaction_timeout: Duration,
@@ -174,6 +189,12 @@ impl TryFrom<StartingVersionText> for StartingVersion {
 
 fn default_transaction_timeout() -> Duration {
     Duration::from_secs(60)
+}
+fn default_commit_rows() -> u64 {
+    100_000
+}
+fn default_commit_interval() -> Duration {
+    Duration::from_secs(1)
 }
 fn default_poll_interval() -> Duration {
     Duration::from_secs(1)
@@ -265,6 +286,15 @@ impl PipelineConfig {
         }
         if config.source.batch_rows == 0 {
             return Err("[source] batch_rows must be at least 1".to_string());
+        }
+        if config.sink.commit_rows == 0 {
+            return Err("[sink] commit_rows must be at least 1".to_string());
+        }
+        if config.sink.commit_interval >= config.sink.transaction_timeout {
+            return Err(format!(
+                "[sink] commit_interval ({:?}) must be shorter than transaction_timeout ({:?}): Kafka aborts a transaction that stays open longer than twice transaction_timeout",
+                config.sink.commit_interval, config.sink.transaction_timeout
+            ));
         }
         config.transform.module = base.join(&config.transform.module);
         for (name, value) in config.sink.kafka.iter_mut() {
@@ -396,6 +426,23 @@ mod tests {
             DeliveryMode::AtLeastOnce
         );
         assert!(with("maybe-once").is_err());
+    }
+
+    #[test]
+    fn commits_must_come_before_kafka_aborts_the_transaction() {
+        let with = |sink: &str| {
+            PipelineConfig::parse(
+                &MINIMAL.replace("[sink.kafka]", &format!("{sink}\n[sink.kafka]")),
+                Path::new("."),
+            )
+        };
+        let config = with("").unwrap();
+        assert_eq!(config.sink.commit_rows, 100_000);
+        assert_eq!(config.sink.commit_interval, Duration::from_secs(1));
+        let err = with("commit_interval = \"2m\"").unwrap_err();
+        assert!(err.contains("commit_interval (120s)"), "{err}");
+        assert!(err.contains("transaction_timeout (60s)"), "{err}");
+        assert!(with("commit_rows = 0").unwrap_err().contains("commit_rows"));
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! The pipeline loop.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sluice_engine::{
     EngineConfig, OutputRecord, TransformEngine, TransformError, TransformInstance,
 };
-use sluice_sink::{Delivery, KafkaSink, SinkConfig, SinkRecord, SourcePosition};
+use sluice_sink::{Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, SourcePosition};
 use sluice_source::arrow::array::{AsArray, RecordBatch};
 use sluice_source::arrow::compute::cast;
 use sluice_source::arrow::datatypes::{DataType, Int64Type, TimeUnit};
@@ -42,7 +42,7 @@ const READ_AHEAD: usize = 4;
 /// Pause before redoing work after an aborted transaction.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
-/// Aborted transactions in a row, without a batch delivered in between, after which the
+/// Aborted transactions in a row, without a commit in between, after which the
 /// pipeline stops instead of retrying: the cause is not transient.
 const MAX_RETRIES: u32 = 10;
 
@@ -70,7 +70,17 @@ struct Pipeline<'a> {
     module_digest: String,
     sink: KafkaSink,
     change_headers: bool,
+    commits: CommitPolicy,
+    uncommitted: Option<Uncommitted>,
     summary: RunSummary,
+}
+
+/// When sent work is committed (in exactly-once mode, when a transaction ends).
+#[derive(Clone, Copy)]
+struct CommitPolicy {
+    rows: u64,
+    interval: Duration,
+    per_version: bool,
 }
 
 /// Runs a pipeline until it fails, `shutdown` becomes true, or (in
@@ -112,6 +122,12 @@ pub async fn run(
         module_digest,
         sink,
         change_headers: config.sink.change_headers,
+        commits: CommitPolicy {
+            rows: config.sink.commit_rows,
+            interval: config.sink.commit_interval,
+            per_version: config.sink.commit_per_version,
+        },
+        uncommitted: None,
         summary: RunSummary {
             position: start,
             ..RunSummary::default()
@@ -190,10 +206,33 @@ async fn start_position(
     })
 }
 
+/// Work sent to Kafka since the last commit.
+struct Uncommitted {
+    since: Instant,
+    rows: u64,
+    records: u64,
+    end: Position,
+}
+
 impl Pipeline<'_> {
     /// Delivers versions from the current position through `latest`; returns whether a
-    /// shutdown was asked for (after finishing the batch in hand).
+    /// shutdown was asked for (after committing the batch in hand). On error everything
+    /// since the last commit is rolled back, so the caller may redo from
+    /// `summary.position`.
     async fn process_range(
+        &mut self,
+        latest: u64,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<bool, PipelineError> {
+        let result = self.deliver_range(latest, shutdown).await;
+        if result.is_err() {
+            self.uncommitted = None;
+            self.sink.rollback().await;
+        }
+        result
+    }
+
+    async fn deliver_range(
         &mut self,
         latest: u64,
         shutdown: &mut watch::Receiver<bool>,
@@ -218,32 +257,65 @@ impl Pipeline<'_> {
         let (rows_before, records_before) = (self.summary.rows_in, self.summary.records_out);
         while let Some(batch) = rx.recv().await {
             let batch = batch?;
-            let records = tokio::task::block_in_place(|| self.instance.transform(&batch.batch))
-                .map_err(|source| transform_error(self.name, self.feed.table(), &batch, source))?;
+            if self.commits.per_version
+                && let Some(open) = &self.uncommitted
+                && open.end.version != batch.end.version
+            {
+                self.commit(open.end).await?;
+            }
+            let records =
+                match tokio::task::block_in_place(|| self.instance.transform(&batch.batch)) {
+                    Ok(records) => records,
+                    Err(source) => {
+                        // The batches before this one are good: keep them.
+                        self.commit_uncommitted().await?;
+                        return Err(transform_error(
+                            self.name,
+                            self.feed.table(),
+                            &batch,
+                            source,
+                        ));
+                    }
+                };
             let metadata = self
                 .change_headers
                 .then(|| ChangeMetadata::of(&batch.batch));
+            let first_row = batch.end.row_offset - batch.batch.num_rows() as u64;
             let records: Vec<SinkRecord> = records
                 .into_iter()
-                .map(|record| sink_record(record, metadata.as_ref()))
+                .map(|record| {
+                    let origin = RecordOrigin {
+                        version: batch.end.version,
+                        row: first_row + u64::from(record.source_row),
+                    };
+                    sink_record(record, origin, metadata.as_ref())
+                })
                 .collect();
-            self.sink
-                .deliver(&records, &self.source_position(batch.end))
-                .await?;
-            self.summary.rows_in += batch.batch.num_rows() as u64;
-            self.summary.records_out += records.len() as u64;
-            self.summary.position = batch.end;
-            if *shutdown.borrow() {
+            let produced = records.len() as u64;
+            self.sink.send(records).await?;
+            let open = self.uncommitted.get_or_insert(Uncommitted {
+                since: Instant::now(),
+                rows: 0,
+                records: 0,
+                end: batch.end,
+            });
+            open.rows += batch.batch.num_rows() as u64;
+            open.records += produced;
+            open.end = batch.end;
+            let stopping = *shutdown.borrow();
+            if stopping
+                || open.rows >= self.commits.rows
+                || open.since.elapsed() >= self.commits.interval
+            {
+                self.commit_uncommitted().await?;
+            }
+            if stopping {
                 return Ok(true);
             }
         }
         read.await.expect("the reader thread does not panic");
-        let end = Position::at_version(latest + 1);
         // Versions without change rows (OPTIMIZE, metadata) still move the position.
-        if self.summary.position != end {
-            self.sink.deliver(&[], &self.source_position(end)).await?;
-            self.summary.position = end;
-        }
+        self.commit(Position::at_version(latest + 1)).await?;
         tracing::info!(
             pipeline = self.name,
             versions = %format!("{}..={latest}", from.version),
@@ -252,6 +324,28 @@ impl Pipeline<'_> {
             "Delivered the changes of a version range."
         );
         Ok(false)
+    }
+
+    /// Commits the work sent so far, if any, at the position after it.
+    async fn commit_uncommitted(&mut self) -> Result<(), PipelineError> {
+        match &self.uncommitted {
+            Some(open) => self.commit(open.end).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Commits the work sent so far together with `position`.
+    async fn commit(&mut self, position: Position) -> Result<(), PipelineError> {
+        if self.uncommitted.is_none() && self.summary.position == position {
+            return Ok(());
+        }
+        self.sink.commit(&self.source_position(position)).await?;
+        if let Some(done) = self.uncommitted.take() {
+            self.summary.rows_in += done.rows;
+            self.summary.records_out += done.records;
+        }
+        self.summary.position = position;
+        Ok(())
     }
 
     fn source_position(&self, position: Position) -> SourcePosition {
@@ -284,7 +378,11 @@ fn transform_error(
     }
 }
 
-fn sink_record(record: OutputRecord, metadata: Option<&ChangeMetadata>) -> SinkRecord {
+fn sink_record(
+    record: OutputRecord,
+    origin: RecordOrigin,
+    metadata: Option<&ChangeMetadata>,
+) -> SinkRecord {
     let mut headers = record.headers;
     if let Some(metadata) = metadata {
         headers.extend(metadata.headers(record.source_row as usize));
@@ -294,6 +392,7 @@ fn sink_record(record: OutputRecord, metadata: Option<&ChangeMetadata>) -> SinkR
         key: record.key,
         value: record.value,
         headers,
+        origin: Some(origin),
     }
 }
 

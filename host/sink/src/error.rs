@@ -45,6 +45,16 @@ pub enum SinkError {
         /// The configured `bootstrap.servers`.
         bootstrap: String,
     },
+    /// The principal may not see the topic.
+    #[error(
+        "Kafka at {bootstrap} does not let this pipeline's principal see topic `{topic}` (topic authorization failed). Grant the principal DESCRIBE and WRITE on the topic, or check `sasl.username` in [sink.kafka]."
+    )]
+    TopicUnauthorized {
+        /// The topic.
+        topic: String,
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+    },
     /// The position topic could not be created or read.
     #[error("Cannot use the position topic `{topic}` at {bootstrap}: {detail}")]
     PositionTopic {
@@ -99,6 +109,47 @@ pub enum SinkError {
         /// librdkafka's error.
         error: Box<KafkaError>,
     },
+    /// Delivery failed in at-least-once mode; the pipeline redoes the work from the last
+    /// stored position.
+    #[error(
+        "Delivery to Kafka failed: {error}. The work since the last stored position is redone; records Kafka already has may repeat (at-least-once)."
+    )]
+    Interrupted {
+        /// librdkafka's error.
+        error: Box<KafkaError>,
+    },
+    /// Kafka refused a record for good; redoing the work would meet the same refusal.
+    #[error(
+        "Pipeline {pipeline} stopped: Kafka at {bootstrap} refused the record made from change row {row} of table version {version} for topic `{topic}` ({bytes} bytes of key, value and headers): {error}. {hint} The position stays before that record."
+    )]
+    Rejected {
+        /// The pipeline.
+        pipeline: String,
+        /// The record's topic.
+        topic: String,
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+        /// The Delta version of the record's source row.
+        version: u64,
+        /// The source row's index among the version's change rows.
+        row: u64,
+        /// Size of the record's key, value and headers.
+        bytes: usize,
+        /// What to do.
+        hint: &'static str,
+        /// librdkafka's error.
+        error: Box<KafkaError>,
+    },
+    /// The producer hit an error it cannot recover from.
+    #[error(
+        "The Kafka producer for {bootstrap} failed for good: {reason}. Nothing uncommitted was delivered; fix the cause and start the pipeline again."
+    )]
+    Fatal {
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+        /// librdkafka's explanation.
+        reason: String,
+    },
     /// A record could not be delivered.
     #[error("Kafka did not accept a record for topic `{topic}` ({bootstrap}): {error}")]
     Delivery {
@@ -114,6 +165,9 @@ pub enum SinkError {
 impl SinkError {
     /// Whether redoing the work from the last committed position may succeed.
     pub fn is_retriable(&self) -> bool {
-        matches!(self, SinkError::Aborted { .. })
+        matches!(
+            self,
+            SinkError::Aborted { .. } | SinkError::Interrupted { .. }
+        )
     }
 }

@@ -1,13 +1,16 @@
 //! Produces transformed records to Apache Kafka, and keeps the pipeline's source position
 //! in a compacted Kafka topic.
 //!
-//! Exactly-once (the default): every batch is one Kafka transaction holding the batch's
-//! records and the position after it, under a `transactional.id` stable per pipeline, so
+//! Exactly-once (the default): records are sent inside a Kafka transaction that commits
+//! together with the position after them, under a `transactional.id` stable per pipeline, so
 //! a read_committed consumer sees each batch once or not at all, and a second instance of
 //! the same pipeline fences the first (KIP-618's pattern for source connectors).
 //!
 //! At-least-once: an idempotent producer; the position is written after Kafka
-//! acknowledges the batch's records, so a crash in between repeats that batch.
+//! acknowledges the records before it, so a crash in between repeats them.
+//!
+//! The caller decides how much goes into one commit ([`KafkaSink::send`] then
+//! [`KafkaSink::commit`]).
 //!
 //! librdkafka properties from the pipeline's config are passed through as given
 //! (`bootstrap.servers`, `security.protocol`, `sasl.*`, `ssl.*`, ...).
@@ -19,4 +22,4 @@ mod properties;
 
 pub use error::SinkError;
 pub use position::SourcePosition;
-pub use producer::{Delivery, KafkaSink, SinkConfig, SinkRecord, load_position};
+pub use producer::{Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, load_position};

@@ -12,8 +12,8 @@ use crate::error::SinkError;
 use crate::position::{self, ReadEnd, SourcePosition};
 use crate::properties::{DEFAULTS, consumer_properties, redact};
 
-/// Delivery errors that redoing the batch cannot cure; every other delivery error in a
-/// transaction aborts it, and the batch is redone.
+/// Delivery errors that redoing the work cannot cure; any other delivery error makes the
+/// pipeline redo the work since its last commit.
 const PERMANENT: &[RDKafkaErrorCode] = &[
     RDKafkaErrorCode::MessageSizeTooLarge,
     RDKafkaErrorCode::InvalidMessageSize,
@@ -25,10 +25,8 @@ const PERMANENT: &[RDKafkaErrorCode] = &[
     RDKafkaErrorCode::UnknownTopic,
 ];
 
-fn is_permanent(error: &KafkaError) -> bool {
-    error
-        .rdkafka_error_code()
-        .is_some_and(|code| PERMANENT.contains(&code))
+fn is_permanent(code: RDKafkaErrorCode) -> bool {
+    PERMANENT.contains(&code)
 }
 
 /// How records reach Kafka.
@@ -77,6 +75,17 @@ pub struct SinkRecord {
     pub value: Option<Vec<u8>>,
     /// Headers, in order.
     pub headers: Vec<(String, Vec<u8>)>,
+    /// The change row the record was made from, named in errors about the record.
+    pub origin: Option<RecordOrigin>,
+}
+
+/// A change row's coordinates in the table's change feed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordOrigin {
+    /// The Delta version.
+    pub version: u64,
+    /// The row's index among the version's change rows.
+    pub row: u64,
 }
 
 /// A Kafka producer for one pipeline.
@@ -84,6 +93,8 @@ pub struct KafkaSink {
     producer: FutureProducer,
     config: SinkConfig,
     bootstrap: String,
+    in_flight: Vec<InFlight>,
+    transaction_open: bool,
 }
 
 impl KafkaSink {
@@ -131,9 +142,15 @@ impl KafkaSink {
             .await
             .expect("the metadata probe does not panic");
         match found {
-            Ok(true) => {}
-            Ok(false) => {
+            Ok(TopicState::Ready) => {}
+            Ok(TopicState::Missing) => {
                 return Err(SinkError::TopicMissing {
+                    topic: config.topic.clone(),
+                    bootstrap,
+                });
+            }
+            Ok(TopicState::Unauthorized) => {
+                return Err(SinkError::TopicUnauthorized {
                     topic: config.topic.clone(),
                     bootstrap,
                 });
@@ -164,6 +181,8 @@ impl KafkaSink {
             producer,
             config,
             bootstrap,
+            in_flight: Vec::new(),
+            transaction_open: false,
         })
     }
 
@@ -174,76 +193,147 @@ impl KafkaSink {
         read_stored_position(&self.config, ReadEnd::End).await
     }
 
-    /// Delivers `records` and then `position`: in exactly-once mode in one transaction,
-    /// otherwise the position after every record is acknowledged.
-    pub async fn deliver(
-        &self,
-        records: &[SinkRecord],
-        position: &SourcePosition,
-    ) -> Result<(), SinkError> {
-        match self.config.delivery {
-            Delivery::AtLeastOnce => {
-                self.send_and_wait(records, position, false).await?;
-                Ok(())
-            }
-            Delivery::ExactlyOnce => {
-                self.producer
-                    .begin_transaction()
-                    .map_err(|e| self.transaction_error(e))?;
-                if let Err(e) = self.send_and_wait(records, position, true).await {
-                    self.abort().await;
-                    return Err(e);
-                }
-                self.commit().await
-            }
+    /// Hands `records` to Kafka. In exactly-once mode they join the open transaction
+    /// (one begins if none is open); nothing is visible to read_committed consumers until
+    /// [`KafkaSink::commit`]. On error the open transaction is aborted and every record
+    /// sent since the last commit is forgotten.
+    pub async fn send(&mut self, records: Vec<SinkRecord>) -> Result<(), SinkError> {
+        let result = self.try_send(records).await;
+        if let Err(error) = &result {
+            self.abandon(error).await;
+        }
+        result
+    }
+
+    /// Makes everything sent since the last commit durable together with `position`: in
+    /// exactly-once mode the position joins the transaction and the transaction commits;
+    /// in at-least-once mode the position is written once Kafka has acknowledged every
+    /// record. On error nothing of it counts, and the work is redone from the previous
+    /// position.
+    pub async fn commit(&mut self, position: &SourcePosition) -> Result<(), SinkError> {
+        let result = self.try_commit(position).await;
+        if let Err(error) = &result {
+            self.abandon(error).await;
+        }
+        result
+    }
+
+    /// Forgets everything sent since the last commit; in exactly-once mode the open
+    /// transaction is aborted, so none of it becomes visible.
+    pub async fn rollback(&mut self) {
+        self.in_flight.clear();
+        if self.transaction_open {
+            self.abort().await;
         }
     }
 
-    async fn send_and_wait(
-        &self,
-        records: &[SinkRecord],
-        position: &SourcePosition,
-        in_transaction: bool,
-    ) -> Result<(), SinkError> {
-        let mut deliveries: Vec<(&str, DeliveryFuture)> = Vec::with_capacity(records.len() + 1);
+    async fn try_send(&mut self, records: Vec<SinkRecord>) -> Result<(), SinkError> {
+        self.begin()?;
+        self.in_flight.reserve(records.len());
         for record in records {
-            let topic = record.topic.as_deref().unwrap_or(&self.config.topic);
-            deliveries.push((topic, self.enqueue(topic, record).await?));
+            let delivery = self.enqueue(&record).await?;
+            self.in_flight.push(delivery);
         }
+        Ok(())
+    }
+
+    async fn try_commit(&mut self, position: &SourcePosition) -> Result<(), SinkError> {
         let position_record = SinkRecord {
+            topic: Some(self.config.position_topic.clone()),
             key: Some(self.config.pipeline.as_bytes().to_vec()),
             value: Some(serde_json::to_vec(position).expect("a position serializes")),
             ..SinkRecord::default()
         };
-        if in_transaction {
-            deliveries.push((
-                &self.config.position_topic,
-                self.enqueue(&self.config.position_topic, &position_record)
-                    .await?,
-            ));
+        match self.config.delivery {
+            Delivery::AtLeastOnce => {
+                self.await_in_flight().await?;
+                let delivery = self.enqueue(&position_record).await?;
+                self.in_flight.push(delivery);
+                self.await_in_flight().await
+            }
+            Delivery::ExactlyOnce => {
+                self.begin()?;
+                let delivery = self.enqueue(&position_record).await?;
+                self.in_flight.push(delivery);
+                self.await_in_flight().await?;
+                self.commit_transaction().await?;
+                self.transaction_open = false;
+                Ok(())
+            }
         }
-        self.await_all(deliveries).await?;
-        if !in_transaction {
-            let delivery = self
-                .enqueue(&self.config.position_topic, &position_record)
-                .await?;
-            self.await_all(vec![(&self.config.position_topic, delivery)])
-                .await?;
+    }
+
+    fn begin(&mut self) -> Result<(), SinkError> {
+        if self.config.delivery == Delivery::ExactlyOnce && !self.transaction_open {
+            self.producer
+                .begin_transaction()
+                .map_err(|e| self.transaction_error(e))?;
+            self.transaction_open = true;
         }
         Ok(())
     }
 
-    async fn await_all(&self, deliveries: Vec<(&str, DeliveryFuture)>) -> Result<(), SinkError> {
-        for (topic, delivery) in deliveries {
-            let outcome = delivery
-                .await
-                .map_err(|_| self.delivery_error(topic, KafkaError::Canceled))?;
-            outcome.map_err(|(error, _)| self.delivery_error(topic, error))?;
+    /// Forgets the uncommitted work after `error`, aborting the open transaction unless
+    /// the producer was fenced (then it can no longer abort).
+    async fn abandon(&mut self, error: &SinkError) {
+        self.in_flight.clear();
+        if self.transaction_open && !matches!(error, SinkError::Fenced { .. }) {
+            self.abort().await;
+        }
+        self.transaction_open = false;
+    }
+
+    async fn abort(&mut self) {
+        let producer = self.producer.clone();
+        let timeout = self.config.transaction_timeout;
+        let result = tokio::task::spawn_blocking(move || producer.abort_transaction(timeout))
+            .await
+            .expect("abort_transaction does not panic");
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "Aborting a Kafka transaction failed.");
+        }
+        self.transaction_open = false;
+    }
+
+    async fn await_in_flight(&mut self) -> Result<(), SinkError> {
+        for sent in std::mem::take(&mut self.in_flight) {
+            let mut error = match sent.delivery.await {
+                Ok(Ok(_)) => continue,
+                Ok(Err((error, _))) => error,
+                Err(_) => KafkaError::Canceled,
+            };
+            if matches!(
+                error.rdkafka_error_code(),
+                Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+            ) && let Some(cause) = self.transaction_failure().await
+            {
+                error = cause;
+            }
+            return Err(self.delivery_error(&sent.topic, sent.origin, sent.bytes, error));
         }
         Ok(())
     }
 
-    async fn commit(&self) -> Result<(), SinkError> {
+    /// Why the open transaction failed, when librdkafka purged its records: a failed
+    /// transaction reports its cause (for example an authorization failure when adding a
+    /// partition) to the next transactional call, not to the records.
+    async fn transaction_failure(&self) -> Option<KafkaError> {
+        if !self.transaction_open {
+            return None;
+        }
+        let producer = self.producer.clone();
+        let result = tokio::task::spawn_blocking(move || {
+            producer.commit_transaction(Duration::from_secs(1))
+        })
+        .await
+        .expect("commit_transaction does not panic");
+        match result {
+            Err(error @ KafkaError::Transaction(_)) => Some(error),
+            _ => None,
+        }
+    }
+
+    async fn commit_transaction(&self) -> Result<(), SinkError> {
         let producer = self.producer.clone();
         let timeout = self.config.transaction_timeout;
         loop {
@@ -259,42 +349,16 @@ impl KafkaSink {
                 Err(KafkaError::Flush(_)) => {
                     tracing::warn!("Committing a Kafka transaction timed out; retrying.");
                 }
-                Err(e) => {
-                    let error = self.transaction_error(e);
-                    if error.is_retriable() {
-                        self.abort().await;
-                    }
-                    return Err(error);
-                }
+                Err(e) => return Err(self.transaction_error(e)),
             }
         }
     }
 
-    async fn abort(&self) {
-        let producer = self.producer.clone();
-        let timeout = self.config.transaction_timeout;
-        let result = tokio::task::spawn_blocking(move || producer.abort_transaction(timeout))
-            .await
-            .expect("abort_transaction does not panic");
-        if let Err(e) = result {
-            tracing::warn!(error = %e, "Aborting a Kafka transaction failed.");
-        }
-    }
-
     fn transaction_error(&self, error: KafkaError) -> SinkError {
-        let fenced = matches!(
-            error.rdkafka_error_code(),
-            Some(
-                RDKafkaErrorCode::Fenced
-                    | RDKafkaErrorCode::ProducerFenced
-                    | RDKafkaErrorCode::InvalidProducerEpoch
-            )
-        );
+        if let Some(fatal) = self.fatal_error() {
+            return fatal;
+        }
         match &error {
-            _ if fenced => SinkError::Fenced {
-                pipeline: self.config.pipeline.clone(),
-                transactional_id: self.config.transactional_id(),
-            },
             KafkaError::Transaction(e) if e.txn_requires_abort() => SinkError::Aborted {
                 error: Box::new(error),
             },
@@ -306,7 +370,26 @@ impl KafkaSink {
         }
     }
 
-    async fn enqueue(&self, topic: &str, record: &SinkRecord) -> Result<DeliveryFuture, SinkError> {
+    /// The producer's fatal error, if it has one: being fenced by a newer instance, or
+    /// anything else that makes the producer unusable.
+    fn fatal_error(&self) -> Option<SinkError> {
+        let (code, reason) = self.producer.client().fatal_error()?;
+        Some(match code {
+            RDKafkaErrorCode::Fenced
+            | RDKafkaErrorCode::ProducerFenced
+            | RDKafkaErrorCode::InvalidProducerEpoch => SinkError::Fenced {
+                pipeline: self.config.pipeline.clone(),
+                transactional_id: self.config.transactional_id(),
+            },
+            _ => SinkError::Fatal {
+                bootstrap: self.bootstrap.clone(),
+                reason,
+            },
+        })
+    }
+
+    async fn enqueue(&self, record: &SinkRecord) -> Result<InFlight, SinkError> {
+        let topic = record.topic.as_deref().unwrap_or(&self.config.topic);
         let headers = record
             .headers
             .iter()
@@ -316,6 +399,13 @@ impl KafkaSink {
                     value: Some(value),
                 })
             });
+        let bytes = record.key.as_ref().map_or(0, Vec::len)
+            + record.value.as_ref().map_or(0, Vec::len)
+            + record
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>();
         let mut future_record: FutureRecord<'_, [u8], [u8]> =
             FutureRecord::to(topic).headers(headers);
         if let Some(key) = &record.key {
@@ -326,40 +416,96 @@ impl KafkaSink {
         }
         loop {
             match self.producer.send_result(future_record) {
-                Ok(delivery) => return Ok(delivery),
+                Ok(delivery) => {
+                    return Ok(InFlight {
+                        topic: topic.to_string(),
+                        origin: record.origin,
+                        bytes,
+                        delivery,
+                    });
+                }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     future_record = back;
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                Err((error, _)) => return Err(self.produce_error(topic, error)),
+                Err((error, _)) => {
+                    return Err(self.delivery_error(topic, record.origin, bytes, error));
+                }
             }
         }
     }
 
-    fn produce_error(&self, topic: &str, error: KafkaError) -> SinkError {
+    /// A refused record: permanent refusals name the record's source row and stop the
+    /// pipeline; any other failure makes the work since the last commit be redone.
+    fn delivery_error(
+        &self,
+        topic: &str,
+        origin: Option<RecordOrigin>,
+        bytes: usize,
+        error: KafkaError,
+    ) -> SinkError {
         match error.rdkafka_error_code() {
-            Some(
-                RDKafkaErrorCode::Fenced
-                | RDKafkaErrorCode::ProducerFenced
-                | RDKafkaErrorCode::InvalidProducerEpoch,
-            ) => self.transaction_error(error),
-            _ => self.delivery_error(topic, error),
+            Some(code) if is_permanent(code) => {
+                return match origin {
+                    Some(origin) => SinkError::Rejected {
+                        pipeline: self.config.pipeline.clone(),
+                        topic: topic.to_string(),
+                        bootstrap: self.bootstrap.clone(),
+                        version: origin.version,
+                        row: origin.row,
+                        bytes,
+                        hint: rejection_hint(code),
+                        error: Box::new(error),
+                    },
+                    None => SinkError::Delivery {
+                        topic: topic.to_string(),
+                        bootstrap: self.bootstrap.clone(),
+                        error: Box::new(error),
+                    },
+                };
+            }
+            _ => {}
+        }
+        if let Some(fatal) = self.fatal_error() {
+            return fatal;
+        }
+        match self.config.delivery {
+            Delivery::ExactlyOnce => SinkError::Aborted {
+                error: Box::new(error),
+            },
+            Delivery::AtLeastOnce => SinkError::Interrupted {
+                error: Box::new(error),
+            },
         }
     }
+}
 
-    fn delivery_error(&self, topic: &str, error: KafkaError) -> SinkError {
-        if self.config.delivery == Delivery::ExactlyOnce && !is_permanent(&error) {
-            return match self.transaction_error(error) {
-                SinkError::Delivery { error, .. } => SinkError::Aborted { error },
-                other => other,
-            };
+/// What to do about a record Kafka refuses for good.
+fn rejection_hint(code: RDKafkaErrorCode) -> &'static str {
+    match code {
+        RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidMessageSize => {
+            "Raise `message.max.bytes` in [sink.kafka] and the topic's `max.message.bytes` on the broker, or make the transform emit smaller records."
         }
-        SinkError::Delivery {
-            topic: topic.to_string(),
-            bootstrap: self.bootstrap.clone(),
-            error: Box::new(error),
+        RDKafkaErrorCode::TopicAuthorizationFailed => {
+            "Grant the pipeline's principal WRITE and DESCRIBE on the topic, or send the record to a topic it may write."
         }
+        RDKafkaErrorCode::ClusterAuthorizationFailed
+        | RDKafkaErrorCode::TransactionalIdAuthorizationFailed => {
+            "Grant the pipeline's principal WRITE on its transactional id (IDEMPOTENT_WRITE on the cluster for at-least-once)."
+        }
+        RDKafkaErrorCode::UnknownTopic => {
+            "Create the topic, or make the transform name an existing one."
+        }
+        _ => "Kafka will refuse it again; fix the record or the topic's settings.",
     }
+}
+
+/// A record handed to librdkafka and not yet acknowledged.
+struct InFlight {
+    topic: String,
+    origin: Option<RecordOrigin>,
+    bytes: usize,
+    delivery: DeliveryFuture,
 }
 
 /// Reads a pipeline's last committed position without producing anything, so a running
@@ -385,10 +531,21 @@ async fn read_stored_position(
     .expect("reading the position does not panic")
 }
 
-/// Waits up to `wait` for metadata that shows `topic` with partitions: `Ok(false)` if
+/// What the cluster says about the sink's topic.
+enum TopicState {
+    Ready,
+    Missing,
+    Unauthorized,
+}
+
+/// Waits up to `wait` for metadata that shows `topic` with partitions: `Missing` if
 /// brokers answer but the topic never appears (a producer's metadata request creates it
 /// where the broker allows), `Err` if no broker answers.
-fn topic_ready(producer: &FutureProducer, topic: &str, wait: Duration) -> Result<bool, String> {
+fn topic_ready(
+    producer: &FutureProducer,
+    topic: &str,
+    wait: Duration,
+) -> Result<TopicState, String> {
     let deadline = std::time::Instant::now() + wait;
     let mut brokers_answered = false;
     let mut last_error = String::from("no broker answered");
@@ -400,18 +557,21 @@ fn topic_ready(producer: &FutureProducer, topic: &str, wait: Duration) -> Result
         {
             Ok(metadata) => {
                 brokers_answered |= !metadata.brokers().is_empty();
-                let ready = metadata.topics().iter().any(|t| {
-                    t.name() == topic && t.error().is_none() && !t.partitions().is_empty()
-                });
-                if ready {
-                    return Ok(true);
+                for t in metadata.topics().iter().filter(|t| t.name() == topic) {
+                    match t.error().map(RDKafkaErrorCode::from) {
+                        None if !t.partitions().is_empty() => return Ok(TopicState::Ready),
+                        Some(RDKafkaErrorCode::TopicAuthorizationFailed) => {
+                            return Ok(TopicState::Unauthorized);
+                        }
+                        _ => {}
+                    }
                 }
             }
             Err(e) => last_error = e.to_string(),
         }
         if std::time::Instant::now() >= deadline {
             return if brokers_answered {
-                Ok(false)
+                Ok(TopicState::Missing)
             } else {
                 Err(last_error)
             };
@@ -441,17 +601,10 @@ mod tests {
 
     #[test]
     fn oversized_records_and_authorization_failures_are_not_retried() {
-        let produce = |code| KafkaError::MessageProduction(code);
-        assert!(is_permanent(&produce(
-            RDKafkaErrorCode::MessageSizeTooLarge
-        )));
-        assert!(is_permanent(&produce(
-            RDKafkaErrorCode::TopicAuthorizationFailed
-        )));
-        assert!(!is_permanent(&produce(RDKafkaErrorCode::RequestTimedOut)));
-        assert!(!is_permanent(&produce(
-            RDKafkaErrorCode::NotLeaderForPartition
-        )));
+        assert!(is_permanent(RDKafkaErrorCode::MessageSizeTooLarge));
+        assert!(is_permanent(RDKafkaErrorCode::TopicAuthorizationFailed));
+        assert!(!is_permanent(RDKafkaErrorCode::RequestTimedOut));
+        assert!(!is_permanent(RDKafkaErrorCode::NotLeaderForPartition));
     }
 
     #[tokio::test]
