@@ -10,8 +10,8 @@
 # no automatic topic creation), nodes at 127.0.0.1:19201..19203:
 #   scripts/kafka.sh cluster-start        start it with an empty log, wait until ready
 #   scripts/kafka.sh cluster-stop         stop every node
-#   scripts/kafka.sh node-kill N          kill node N (1..3) with SIGKILL
-#   scripts/kafka.sh node-start N         start node N again, keeping its data
+#   scripts/kafka.sh node-kill N...       kill nodes (1..3) with SIGKILL
+#   scripts/kafka.sh node-start N...      start nodes again, keeping their data
 #
 # The single broker's SCRAM user `sluice` may see but not write topics named `denied-*`,
 # and may not even see `hidden-*` (ACLs set at start), so tests can meet authorization
@@ -297,15 +297,17 @@ node_kill() {
   rm -f "$(node_pid_file "$node")"
 }
 
+# Starts the given nodes again, all before waiting: a node finishes starting only once
+# a majority of the controllers runs.
 node_start() {
-  local node=$1
-  if node_running "$node"; then
-    echo "Kafka node $node is already running."
-    return
-  fi
-  node_launch "$node"
-  node_wait "$node"
-  echo "Kafka node $node is running at 127.0.0.1:$(node_port "$node")."
+  local node
+  for node in "$@"; do
+    node_running "$node" || node_launch "$node"
+  done
+  for node in "$@"; do
+    node_wait "$node"
+    echo "Kafka node $node is running at 127.0.0.1:$(node_port "$node")."
+  done
 }
 
 cluster_stop() {
@@ -325,21 +327,27 @@ cluster_stop() {
   echo "Kafka cluster stopped."
 }
 
-valid_node() {
-  case "${1:-}" in
-    1|2|3) ;;
-    *) echo "usage: $0 node-kill|node-start 1|2|3" >&2; exit 2 ;;
-  esac
+valid_nodes() {
+  [ $# -gt 0 ] || { echo "usage: $0 node-kill|node-start N [N ...] (N in 1..3)" >&2; exit 2; }
+  local node
+  for node in "$@"; do
+    case "$node" in
+      1|2|3) ;;
+      *) echo "usage: $0 node-kill|node-start N [N ...] (N in 1..3)" >&2; exit 2 ;;
+    esac
+  done
 }
 
-case "${1:-}" in
+command=${1:-}
+shift || true
+case "$command" in
   install) install ;;
   start) start ;;
   stop) stop ;;
   status) status ;;
   cluster-start) cluster_start ;;
   cluster-stop) cluster_stop ;;
-  node-kill) valid_node "${2:-}"; node_kill "$2" ;;
-  node-start) valid_node "${2:-}"; node_start "$2" ;;
-  *) echo "usage: $0 install|start|stop|status|cluster-start|cluster-stop|node-kill N|node-start N" >&2; exit 2 ;;
+  node-kill) valid_nodes "$@"; for node in "$@"; do node_kill "$node"; done ;;
+  node-start) valid_nodes "$@"; node_start "$@" ;;
+  *) echo "usage: $0 install|start|stop|status|cluster-start|cluster-stop|node-kill N...|node-start N..." >&2; exit 2 ;;
 esac

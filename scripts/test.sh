@@ -14,11 +14,13 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 "$root/scripts/kafka.sh" start
-trap '"$root/scripts/kafka.sh" stop' EXIT
+"$root/scripts/kafka.sh" cluster-start
+trap '"$root/scripts/kafka.sh" stop; "$root/scripts/kafka.sh" cluster-stop' EXIT
 export SLUICE_TEST_KAFKA=127.0.0.1:${SLUICE_KAFKA_PORT:-19092}
 export SLUICE_TEST_KAFKA_SCRAM=127.0.0.1:${SLUICE_KAFKA_SCRAM_PORT:-19094}
 export SLUICE_TEST_KAFKA_TLS=127.0.0.1:${SLUICE_KAFKA_TLS_PORT:-19095}
 export SLUICE_TEST_KAFKA_TLS_CA=${SLUICE_KAFKA_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/kafka-run}/tls/ca.crt
+export SLUICE_TEST_KAFKA_CLUSTER=127.0.0.1:19201,127.0.0.1:19202,127.0.0.1:19203
 export SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE=${SLUICE_KAFKA_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/kafka-run}/scram-password
 
 cargo build --locked -p sluice

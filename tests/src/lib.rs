@@ -309,8 +309,13 @@ impl Consumed {
 
 /// Reads every committed record of partition 0 of `topic`, as a read_committed consumer.
 pub fn consume_all(topic: &str) -> Vec<Consumed> {
+    consume_all_from(&kafka_bootstrap(), topic)
+}
+
+/// [`consume_all`] from the cluster at `bootstrap`.
+pub fn consume_all_from(bootstrap: &str, topic: &str) -> Vec<Consumed> {
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", kafka_bootstrap())
+        .set("bootstrap.servers", bootstrap)
         .set("group.id", unique_topic("test-reader"))
         .set("isolation.level", "read_committed")
         .set("enable.auto.commit", "false")
