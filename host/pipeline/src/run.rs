@@ -155,8 +155,11 @@ pub async fn run(
                     } else {
                         1
                     };
-                    tracing::warn!(pipeline = name, error = %e, position = %pipeline.summary.position, "Redoing the batch from the last committed position.");
+                    tracing::warn!(pipeline = name, error = %e, position = %pipeline.summary.position, "Redoing the work from the last committed position.");
                     tokio::time::sleep(RETRY_PAUSE).await;
+                    if e.needs_reconnect() {
+                        pipeline.sink = KafkaSink::connect(sink_config(config)).await?;
+                    }
                     continue;
                 }
                 Err(e) => return Err(e),

@@ -90,7 +90,7 @@ pub enum SinkError {
     /// The broker refused transactions (for example a cluster without enough brokers for
     /// the transaction log, or an ACL).
     #[error(
-        "Kafka at {bootstrap} refused to start transactions for transactional.id `{transactional_id}`: {error}. Check the cluster supports transactions and the principal may use the id, or set delivery = \"at-least-once\"."
+        "Kafka at {bootstrap} refused to start transactions for transactional.id `{transactional_id}`: {error}. Check the cluster supports transactions, the principal may use the id, and [sink] transaction_timeout is at most half the broker's transaction.max.timeout.ms; or set delivery = \"at-least-once\"."
     )]
     Transactions {
         /// The configured `bootstrap.servers`.
@@ -140,6 +140,17 @@ pub enum SinkError {
         /// librdkafka's error.
         error: Box<KafkaError>,
     },
+    /// The broker aborted a transaction that stayed open past Kafka's transaction timeout;
+    /// the producer must be created anew, and the work redone.
+    #[error(
+        "A Kafka transaction stayed open {open_for:?}, longer than Kafka's transaction timeout ({limit:?}), so the broker aborted it; nothing from it was delivered. The pipeline reconnects and redoes the work from the last committed position. If this repeats, raise [sink] transaction_timeout, or lower commit_interval or batch_rows."
+    )]
+    TransactionTimedOut {
+        /// How long the transaction was open.
+        open_for: Duration,
+        /// Kafka's `transaction.timeout.ms`.
+        limit: Duration,
+    },
     /// The producer hit an error it cannot recover from.
     #[error(
         "The Kafka producer for {bootstrap} failed for good: {reason}. Nothing uncommitted was delivered; fix the cause and start the pipeline again."
@@ -167,7 +178,15 @@ impl SinkError {
     pub fn is_retriable(&self) -> bool {
         matches!(
             self,
-            SinkError::Aborted { .. } | SinkError::Interrupted { .. }
+            SinkError::Aborted { .. }
+                | SinkError::Interrupted { .. }
+                | SinkError::TransactionTimedOut { .. }
         )
+    }
+
+    /// Whether the producer is unusable after this error, so that redoing the work needs
+    /// a new connection.
+    pub fn needs_reconnect(&self) -> bool {
+        matches!(self, SinkError::TransactionTimedOut { .. })
     }
 }

@@ -1,7 +1,7 @@
 //! The pipeline's Kafka producer: batches of records with their source position.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -58,6 +58,12 @@ pub struct SinkConfig {
 }
 
 impl SinkConfig {
+    /// Kafka's `transaction.timeout.ms`: the broker aborts a transaction open longer.
+    /// Twice the commit wait, so a commit that waits its longest still ends in time.
+    pub fn kafka_transaction_timeout(&self) -> Duration {
+        self.transaction_timeout * 2
+    }
+
     /// The transactional id used in exactly-once mode.
     pub fn transactional_id(&self) -> String {
         format!("sluice-{}", self.pipeline)
@@ -94,7 +100,8 @@ pub struct KafkaSink {
     config: SinkConfig,
     bootstrap: String,
     in_flight: Vec<InFlight>,
-    transaction_open: bool,
+    /// When the open transaction began, if one is open.
+    transaction_began: Option<Instant>,
 }
 
 impl KafkaSink {
@@ -128,7 +135,7 @@ impl KafkaSink {
                 .set("transactional.id", config.transactional_id())
                 .set(
                     "transaction.timeout.ms",
-                    (config.transaction_timeout.as_millis() * 2).to_string(),
+                    config.kafka_transaction_timeout().as_millis().to_string(),
                 );
         }
         let producer: FutureProducer = client
@@ -182,7 +189,7 @@ impl KafkaSink {
             config,
             bootstrap,
             in_flight: Vec::new(),
-            transaction_open: false,
+            transaction_began: None,
         })
     }
 
@@ -222,7 +229,7 @@ impl KafkaSink {
     /// transaction is aborted, so none of it becomes visible.
     pub async fn rollback(&mut self) {
         self.in_flight.clear();
-        if self.transaction_open {
+        if self.transaction_began.is_some() {
             self.abort().await;
         }
     }
@@ -257,18 +264,18 @@ impl KafkaSink {
                 self.in_flight.push(delivery);
                 self.await_in_flight().await?;
                 self.commit_transaction().await?;
-                self.transaction_open = false;
+                self.transaction_began = None;
                 Ok(())
             }
         }
     }
 
     fn begin(&mut self) -> Result<(), SinkError> {
-        if self.config.delivery == Delivery::ExactlyOnce && !self.transaction_open {
+        if self.config.delivery == Delivery::ExactlyOnce && self.transaction_began.is_none() {
             self.producer
                 .begin_transaction()
                 .map_err(|e| self.transaction_error(e))?;
-            self.transaction_open = true;
+            self.transaction_began = Some(Instant::now());
         }
         Ok(())
     }
@@ -277,10 +284,15 @@ impl KafkaSink {
     /// the producer was fenced (then it can no longer abort).
     async fn abandon(&mut self, error: &SinkError) {
         self.in_flight.clear();
-        if self.transaction_open && !matches!(error, SinkError::Fenced { .. }) {
+        if self.transaction_began.is_some()
+            && !matches!(
+                error,
+                SinkError::Fenced { .. } | SinkError::TransactionTimedOut { .. }
+            )
+        {
             self.abort().await;
         }
-        self.transaction_open = false;
+        self.transaction_began = None;
     }
 
     async fn abort(&mut self) {
@@ -292,7 +304,7 @@ impl KafkaSink {
         if let Err(e) = result {
             tracing::warn!(error = %e, "Aborting a Kafka transaction failed.");
         }
-        self.transaction_open = false;
+        self.transaction_began = None;
     }
 
     async fn await_in_flight(&mut self) -> Result<(), SinkError> {
@@ -318,7 +330,7 @@ impl KafkaSink {
     /// transaction reports its cause (for example an authorization failure when adding a
     /// partition) to the next transactional call, not to the records.
     async fn transaction_failure(&self) -> Option<KafkaError> {
-        if !self.transaction_open {
+        if self.transaction_began.is_none() {
             return None;
         }
         let producer = self.producer.clone();
@@ -374,7 +386,21 @@ impl KafkaSink {
     /// anything else that makes the producer unusable.
     fn fatal_error(&self) -> Option<SinkError> {
         let (code, reason) = self.producer.client().fatal_error()?;
+        let open_for = self.transaction_began.map(|began| began.elapsed());
+        let limit = self.config.kafka_transaction_timeout();
         Some(match code {
+            // The broker aborts a transaction open past its timeout by bumping the
+            // producer's epoch, which the producer cannot tell from being fenced.
+            RDKafkaErrorCode::Fenced
+            | RDKafkaErrorCode::ProducerFenced
+            | RDKafkaErrorCode::InvalidProducerEpoch
+                if open_for.is_some_and(|open_for| open_for >= limit) =>
+            {
+                SinkError::TransactionTimedOut {
+                    open_for: open_for.unwrap_or_default(),
+                    limit,
+                }
+            }
             RDKafkaErrorCode::Fenced
             | RDKafkaErrorCode::ProducerFenced
             | RDKafkaErrorCode::InvalidProducerEpoch => SinkError::Fenced {
