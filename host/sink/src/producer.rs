@@ -330,9 +330,7 @@ impl KafkaSink {
     /// transaction reports its cause (for example an authorization failure when adding a
     /// partition) to the next transactional call, not to the records.
     async fn transaction_failure(&self) -> Option<KafkaError> {
-        if self.transaction_began.is_none() {
-            return None;
-        }
+        self.transaction_began?;
         let producer = self.producer.clone();
         let result = tokio::task::spawn_blocking(move || {
             producer.commit_transaction(Duration::from_secs(1))
