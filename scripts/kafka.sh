@@ -20,7 +20,8 @@
 # Environment: SLUICE_CACHE (default ~/.cache/sluice) holds the jars;
 # SLUICE_KAFKA_DIR (default $SLUICE_CACHE/kafka-run) holds config, data, log and PID;
 # SLUICE_KAFKA_PORT (default 19092, PLAINTEXT), SLUICE_KAFKA_SCRAM_PORT (default 19094,
-# SASL_PLAINTEXT with SCRAM-SHA-256, user `sluice`, password in $SLUICE_KAFKA_DIR/scram-password)
+# SASL_PLAINTEXT with SCRAM-SHA-256 or PLAIN, user `sluice`, password in
+# $SLUICE_KAFKA_DIR/scram-password)
 # SLUICE_KAFKA_TLS_PORT (default 19095, SSL with a CA made at start: $SLUICE_KAFKA_DIR/tls/ca.crt)
 # and SLUICE_KAFKA_CONTROLLER_PORT (default 19093). The cluster lives in
 # SLUICE_KAFKA_CLUSTER_DIR (default $SLUICE_CACHE/kafka-cluster).
@@ -116,8 +117,9 @@ listener.name.ssl.ssl.keystore.location=$tls_dir/broker.p12
 listener.name.ssl.ssl.keystore.type=PKCS12
 listener.name.ssl.ssl.keystore.password=$tls_password
 listener.name.ssl.ssl.key.password=$tls_password
-sasl.enabled.mechanisms=SCRAM-SHA-256
+sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_sluice="$scram_password";
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS
 allow.everyone.if.no.acl.found=true

@@ -197,3 +197,34 @@ fn a_topic_the_principal_may_not_see_is_named_at_start() {
         "the refusal is reported without waiting for connect_timeout"
     );
 }
+
+#[test]
+fn a_spark_style_jaas_login_delivers_without_logging_the_password() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "3"]);
+    let password_file =
+        std::env::var("SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE").expect("set by scripts/test.sh");
+    let password = std::fs::read_to_string(&password_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    // The motivating case's settings, as a Spark job has them (PLAIN over plaintext here).
+    let kafka = format!(
+        "\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"PLAIN\"\n\"sasl.jaas.config\" = 'org.apache.kafka.common.security.plain.PlainLoginModule required username=\"sluice\" password=\"{password}\";'\n"
+    );
+    let topic = unique_topic("jaas");
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough"),
+        &topic,
+        &scram_bootstrap(),
+        Extra {
+            kafka: &kafka,
+            ..Extra::default()
+        },
+    );
+    let stderr = run_to_latest(&files.config);
+    assert!(!stderr.contains(&password), "the password was logged");
+    assert_eq!(consume_all(&topic).len(), 3);
+}

@@ -10,7 +10,7 @@ use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 
 use crate::error::SinkError;
 use crate::position::{self, ReadEnd, SourcePosition};
-use crate::properties::{DEFAULTS, consumer_properties, redact};
+use crate::properties::{DEFAULTS, client_properties, consumer_properties, redact};
 
 /// Delivery errors that redoing the work cannot cure; any other delivery error makes the
 /// pipeline redo the work since its last commit.
@@ -108,7 +108,8 @@ impl KafkaSink {
     /// Creates the producer, waits up to `connect_timeout` for the cluster, makes sure
     /// the position topic exists, and in exactly-once mode initialises transactions,
     /// which fences any older instance of the same pipeline.
-    pub async fn connect(config: SinkConfig) -> Result<KafkaSink, SinkError> {
+    pub async fn connect(mut config: SinkConfig) -> Result<KafkaSink, SinkError> {
+        config.properties = client_properties(&config.properties)?;
         let bootstrap = config
             .properties
             .get("bootstrap.servers")
@@ -542,7 +543,7 @@ async fn read_stored_position(
     config: &SinkConfig,
     end: ReadEnd,
 ) -> Result<Option<SourcePosition>, SinkError> {
-    let properties = consumer_properties(&config.properties);
+    let properties = consumer_properties(&client_properties(&config.properties)?);
     let (topic, pipeline, wait) = (
         config.position_topic.clone(),
         config.pipeline.clone(),
