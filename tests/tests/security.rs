@@ -130,27 +130,35 @@ fn tls_without_trusting_the_ca_stops_with_the_address() {
     assert!(stderr.contains(&tls_bootstrap()), "{stderr}");
 }
 
-#[test]
-fn a_topic_the_principal_may_not_write_is_named_with_what_to_grant() {
+fn scram_password_file() -> String {
+    std::env::var("SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE").expect("set by scripts/test.sh")
+}
+
+/// A three-deal table streamed through `passthrough` into `topic` at the SASL listener
+/// with these `[sink.kafka]` lines.
+fn sasl_pipeline(topic: &str, kafka: &str) -> (tempfile::TempDir, PipelineFiles) {
     let work = tempfile::tempdir().unwrap();
     let table = work.path().join("deals");
     deals_table(&table, &["create", "--rows", "3"]);
-    let password_file =
-        std::env::var("SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE").expect("set by scripts/test.sh");
-    let kafka = scram_properties(&password_file);
-    // scripts/kafka.sh lets the SCRAM user see but not write topics named `denied-*`.
-    let topic = unique_topic("denied");
-    create_topic(&kafka_bootstrap(), &topic, 1);
     let files = PipelineFiles::new(
         &table,
         &transform_component("passthrough"),
-        &topic,
+        topic,
         &scram_bootstrap(),
         Extra {
-            kafka: &kafka,
+            kafka,
             ..Extra::default()
         },
     );
+    (work, files)
+}
+
+#[test]
+fn a_topic_the_principal_may_not_write_is_named_with_what_to_grant() {
+    // scripts/kafka.sh lets the SCRAM user see but not write topics named `denied-*`.
+    let topic = unique_topic("denied");
+    create_topic(&kafka_bootstrap(), &topic, 1);
+    let (_work, files) = sasl_pipeline(&topic, &scram_properties(&scram_password_file()));
     let stderr = run_expecting_failure(&files.config);
     for text in [
         &format!("for topic `{topic}`"),
@@ -165,25 +173,10 @@ fn a_topic_the_principal_may_not_write_is_named_with_what_to_grant() {
 
 #[test]
 fn a_topic_the_principal_may_not_see_is_named_at_start() {
-    let work = tempfile::tempdir().unwrap();
-    let table = work.path().join("deals");
-    deals_table(&table, &["create", "--rows", "3"]);
-    let password_file =
-        std::env::var("SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE").expect("set by scripts/test.sh");
-    let kafka = scram_properties(&password_file);
     // scripts/kafka.sh denies the SCRAM user everything on topics named `hidden-*`.
     let topic = unique_topic("hidden");
     create_topic(&kafka_bootstrap(), &topic, 1);
-    let files = PipelineFiles::new(
-        &table,
-        &transform_component("passthrough"),
-        &topic,
-        &scram_bootstrap(),
-        Extra {
-            kafka: &kafka,
-            ..Extra::default()
-        },
-    );
+    let (_work, files) = sasl_pipeline(&topic, &scram_properties(&scram_password_file()));
     let started = std::time::Instant::now();
     let stderr = run_expecting_failure(&files.config);
     for text in [
@@ -200,12 +193,7 @@ fn a_topic_the_principal_may_not_see_is_named_at_start() {
 
 #[test]
 fn a_spark_style_jaas_login_delivers_without_logging_the_password() {
-    let work = tempfile::tempdir().unwrap();
-    let table = work.path().join("deals");
-    deals_table(&table, &["create", "--rows", "3"]);
-    let password_file =
-        std::env::var("SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE").expect("set by scripts/test.sh");
-    let password = std::fs::read_to_string(&password_file)
+    let password = std::fs::read_to_string(scram_password_file())
         .unwrap()
         .trim()
         .to_string();
@@ -214,16 +202,7 @@ fn a_spark_style_jaas_login_delivers_without_logging_the_password() {
         "\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"PLAIN\"\n\"sasl.jaas.config\" = 'org.apache.kafka.common.security.plain.PlainLoginModule required username=\"sluice\" password=\"{password}\";'\n"
     );
     let topic = unique_topic("jaas");
-    let files = PipelineFiles::new(
-        &table,
-        &transform_component("passthrough"),
-        &topic,
-        &scram_bootstrap(),
-        Extra {
-            kafka: &kafka,
-            ..Extra::default()
-        },
-    );
+    let (_work, files) = sasl_pipeline(&topic, &kafka);
     let stderr = run_to_latest(&files.config);
     assert!(!stderr.contains(&password), "the password was logged");
     assert_eq!(consume_all(&topic).len(), 3);
