@@ -1,4 +1,5 @@
-//! With `change_headers = true`, every record carries its source row's change metadata.
+//! With `change_headers = true`, every record carries its source row's change metadata;
+//! a transform may send each record to a topic of its own.
 
 use serde_json::Value;
 use sluice_tests::{
@@ -53,4 +54,34 @@ fn records_carry_their_rows_change_type_version_and_timestamp() {
         4,
         "inserts, pre- and post-images and deletes: {change_types:?}"
     );
+}
+
+#[test]
+fn a_transform_routes_records_to_topics_of_their_own() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let topic = unique_topic("routed");
+    let deletes = unique_topic("routed-deletes");
+    let params = format!("deletes_topic = \"{deletes}\"");
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough"),
+        &topic,
+        &kafka_bootstrap(),
+        Extra {
+            params: &params,
+            ..Extra::default()
+        },
+    );
+    run_to_latest(&files.config);
+    let change_type = |record: &sluice_tests::Consumed| {
+        let row: Value = serde_json::from_str(record.value.as_deref().unwrap()).unwrap();
+        row["_change_type"].as_str().unwrap().to_string()
+    };
+    let deleted: Vec<String> = consume_all(&deletes).iter().map(change_type).collect();
+    assert_eq!(deleted, ["delete", "delete"]);
+    let rest = consume_all(&topic);
+    assert_eq!(rest.len(), 37);
+    assert!(rest.iter().all(|r| change_type(r) != "delete"));
 }
