@@ -10,7 +10,7 @@ hidden `.*.crc` side files are removed and the folder replaces the old table. Th
 fixed; only file names (UUIDs) and commit timestamps differ between runs, so the goldens
 (tests/support/spark_changes.py) stay the same when the tables are made again.
 Every table has delta.enableChangeDataFeed=true from version 0 (the CREATE commit, which
-has no rows). Each INSERT writes one file (local[1], one shuffle partition).
+has no rows). Each INSERT writes one file per partition (local[1], one shuffle partition).
 """
 
 import argparse

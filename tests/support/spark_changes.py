@@ -3,7 +3,7 @@
 table of the CDF golden suite, written as golden files the tests compare the reader with.
 
     py=$(scripts/spark_env.sh)
-    "$py" tests/support/spark_changes.py [--shared DIR] [--arrow-dir DIR]
+    "$py" tests/support/spark_changes.py [--shared DIR] [--generated DIR] [--out DIR] [--arrow-dir DIR]
 
 Tables: every table under the shared fixtures (default ../shared/delta-tables relative to
 the repository; groups spark/ and kernel/) whose log turns delta.enableChangeDataFeed on,
@@ -143,7 +143,7 @@ def _cdf_on(metadata):
     return str(_config(metadata).get("delta.enableChangeDataFeed", "false")).lower() == "true"
 
 
-def discover(shared):
+def discover(shared, generated):
     """[(group, name, key, path)] for every table of the suite."""
     tables = []
     for group in ("spark", "kernel"):
@@ -151,7 +151,7 @@ def discover(shared):
             if os.path.isdir(os.path.join(path, "_delta_log")) and TableLog(path).first_cdf is not None:
                 name = os.path.basename(path)
                 tables.append((group, name, f"shared:{group}/{name}", path))
-    for path in sorted(glob.glob(os.path.join(GENERATED, "*"))):
+    for path in sorted(glob.glob(os.path.join(generated, "*"))):
         if os.path.isdir(os.path.join(path, "_delta_log")):
             name = os.path.basename(path)
             tables.append(("generated", name, f"generated:{name}", path))
@@ -174,8 +174,9 @@ def error_of(exception, paths):
     if java is not None and not condition:
         condition = java.getClass().getName()
         text = java.getMessage() or text
-    lines = [line for line in text.splitlines() if line.strip()]
-    first = lines[0].strip() if lines else type(exception).__name__
+    # The message's first sentence, on one line (Spark wraps its messages).
+    joined = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    first = re.split(r"(?<=\.)\s", joined, maxsplit=1)[0][:300] if joined else type(exception).__name__
     variants = set()
     for path in paths:
         real = os.path.realpath(path)
@@ -234,16 +235,38 @@ def write_arrow(frame, target, stream):
                 writer.write_batch(batch)
 
 
+def manifest_text(manifest):
+    """The manifest as JSON with one line per table header and per range."""
+    parts = ["{"]
+    for key, value in manifest.items():
+        if key != "tables":
+            parts.append(f" {json.dumps(key)}: {json.dumps(value)},")
+    parts.append(' "tables": [')
+    tables = manifest["tables"]
+    for i, table in enumerate(tables):
+        head = ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in table.items() if k != "ranges")
+        ranges = ",\n".join("    " + json.dumps(r) for r in table["ranges"])
+        parts.append("  {" + head + ',\n   "ranges": [\n' + ranges + "\n   ]}" + ("," if i < len(tables) - 1 else ""))
+    parts.append(" ]")
+    parts.append("}")
+    text = "\n".join(parts) + "\n"
+    assert json.loads(text) == manifest
+    return text
+
+
 def main():
     parser = argparse.ArgumentParser(description="Write the CDF golden files with Spark.")
     parser.add_argument("--shared", default=DEFAULT_SHARED, help="the shared delta-tables folder")
+    parser.add_argument("--generated", default=GENERATED, help="the generated tables' folder")
+    parser.add_argument("--out", default=GOLDEN, help="where the golden tree goes")
     parser.add_argument("--arrow-dir", help="also write Spark's rows as Arrow IPC here")
     args = parser.parse_args()
+    golden = os.path.abspath(args.out)
 
     import pyspark
     from importlib.metadata import version as package_version
 
-    tables = discover(os.path.abspath(args.shared))
+    tables = discover(os.path.abspath(args.shared), os.path.abspath(args.generated))
     spark = delta_spark("sluice-cdf-golden")
     spark.conf.set("spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration", "false")
     spark.conf.set("spark.databricks.delta.changeDataFeed.allowTimeTravelOptionsForSchema", "true")
@@ -255,7 +278,7 @@ def main():
         "tables": [],
     }
     for group in ("spark", "kernel", "generated"):
-        shutil.rmtree(os.path.join(GOLDEN, group), ignore_errors=True)
+        shutil.rmtree(os.path.join(golden, group), ignore_errors=True)
     try:
         for group, name, key, original in tables:
             log = TableLog(original)
@@ -267,10 +290,11 @@ def main():
                 "latest_version": log.latest,
                 "first_cdf_version": log.first_cdf,
                 "schema_change_versions": log.schema_changes,
+                "column_mapping": log.column_mapping,
                 "columns": None,
                 "ranges": [],
             }
-            out_dir = os.path.join(GOLDEN, group, name)
+            out_dir = os.path.join(golden, group, name)
             os.makedirs(out_dir, exist_ok=True)
             for (start, end), kinds in log.ranges():
                 item = {"start": start, "end": end, "kinds": kinds}
@@ -332,9 +356,8 @@ def main():
     finally:
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)
-    with open(os.path.join(GOLDEN, "manifest.json"), "w", encoding="utf-8") as out:
-        json.dump(manifest, out, indent=1, sort_keys=False)
-        out.write("\n")
+    with open(os.path.join(golden, "manifest.json"), "w", encoding="utf-8") as out:
+        out.write(manifest_text(manifest))
     ranges = sum(len(t["ranges"]) for t in manifest["tables"])
     errors = sum(1 for t in manifest["tables"] for r in t["ranges"] if "error" in r)
     print(f"{len(manifest['tables'])} tables, {ranges} ranges, {errors} expected errors", file=sys.stderr)
