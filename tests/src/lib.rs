@@ -189,6 +189,15 @@ connect_timeout = "10s"
 
     /// The stored position as (version, row offset), read with `sluice position show`.
     pub fn position(&self) -> Option<(u64, u64)> {
+        let json = self.stored_position()?;
+        Some((
+            json.get("version")?.as_u64()?,
+            json.get("row_offset")?.as_u64()?,
+        ))
+    }
+
+    /// The stored position as `sluice position show --json` prints it.
+    pub fn stored_position(&self) -> Option<serde_json::Value> {
         let output = Command::new(sluice_binary())
             .args(["position", "show", "--json", "--config"])
             .arg(&self.config)
@@ -201,10 +210,7 @@ connect_timeout = "10s"
         );
         let json: serde_json::Value =
             serde_json::from_slice(&output.stdout).expect("position show prints JSON");
-        Some((
-            json.get("version")?.as_u64()?,
-            json.get("row_offset")?.as_u64()?,
-        ))
+        json.is_object().then_some(json)
     }
 
     /// Waits until the stored position reaches `version` (row offset 0).

@@ -31,6 +31,7 @@ async fn a_transaction_open_past_the_timeout_is_aborted_and_the_next_one_deliver
         version,
         row_offset: 0,
         module_digest: String::new(),
+        snapshot: false,
     };
     let mut sink = KafkaSink::connect(config.clone()).await.unwrap();
     sink.send(vec![record("stalled")]).await.unwrap();

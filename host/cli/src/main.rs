@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use sluice_pipeline::{KafkaSink, PipelineConfig, RunMode, SourcePosition};
+use sluice_pipeline::{KafkaSink, PipelineConfig, RunMode, SourcePosition, StartFrom};
 use tokio::sync::watch;
 
 /// Stream a Delta table's change data feed through a Wasm transform into Kafka.
@@ -28,6 +28,10 @@ enum Command {
         /// following new commits.
         #[arg(long)]
         stop_at_latest: bool,
+        /// Ignore the stored position and start where the config says
+        /// (`starting_version`, `starting_timestamp` or `snapshot`).
+        #[arg(long)]
+        restart: bool,
     },
     /// Show or reset a pipeline's stored position.
     Position {
@@ -87,6 +91,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Run {
             config,
             stop_at_latest,
+            restart,
         } => {
             let config = PipelineConfig::load(&config)?;
             let mode = if stop_at_latest {
@@ -100,7 +105,12 @@ async fn main() -> anyhow::Result<()> {
                 tracing::info!("Shutting down after the batch in progress.");
                 let _ = stop.send(true);
             });
-            let summary = sluice_pipeline::run(&config, mode, shutdown).await?;
+            let start = if restart {
+                StartFrom::Configured
+            } else {
+                StartFrom::StoredPosition
+            };
+            let summary = sluice_pipeline::run(&config, mode, start, shutdown).await?;
             println!(
                 "Delivered {} records from {} change rows; next position: {}.",
                 summary.records_out, summary.rows_in, summary.position
@@ -116,13 +126,22 @@ async fn main() -> anyhow::Result<()> {
             match (stored, json) {
                 (None, true) => println!("null"),
                 (None, false) => println!(
-                    "Pipeline {} has no stored position; it starts from its starting_version.",
+                    "Pipeline {} has no stored position; it starts where [source] says (starting_version, starting_timestamp or snapshot).",
                     config.pipeline.name
                 ),
                 (Some(p), true) => println!("{}", serde_json::to_string(&p)?),
                 (Some(p), false) => println!(
-                    "Pipeline {} continues at table {} version {} after {} change rows (records so far made by module sha256:{}).",
-                    config.pipeline.name, p.table, p.version, p.row_offset, p.module_digest
+                    "Pipeline {} continues at table {} {} {} after {} rows (records so far made by module sha256:{}).",
+                    config.pipeline.name,
+                    p.table,
+                    if p.snapshot {
+                        "in the snapshot of version"
+                    } else {
+                        "version"
+                    },
+                    p.version,
+                    p.row_offset,
+                    p.module_digest
                 ),
             }
             Ok(())
@@ -142,6 +161,7 @@ async fn main() -> anyhow::Result<()> {
                 version: to_version,
                 row_offset,
                 module_digest: String::new(),
+                snapshot: false,
             };
             sink.commit(&position).await?;
             println!(

@@ -35,10 +35,20 @@ pub struct PipelineSection {
 pub struct SourceSection {
     /// Table location: a local path (relative to the config file) or a URL.
     pub table: String,
-    /// Where to start when the pipeline has no stored position: a version number, or
-    /// `"latest"` for only changes committed from now on. Default 0.
+    /// Where to start when the pipeline has no stored position: a version number,
+    /// `"earliest"` (the default: version 0), or `"latest"` for only changes committed
+    /// from now on.
     #[serde(default)]
-    pub starting_version: StartingVersion,
+    pub starting_version: Option<StartingVersion>,
+    /// Start instead at the first version committed at or after this RFC 3339 time
+    /// (for example `"2024-01-15T10:30:00Z"`), as Spark's `startingTimestamp`.
+    #[serde(default, with = "humantime_serde")]
+    pub starting_timestamp: Option<std::time::SystemTime>,
+    /// First deliver the table as of the starting version (a number, or the latest
+    /// version by default) with every row as an insert, then the changes after it: what
+    /// Spark's streaming read does without a starting version. Default false.
+    #[serde(default)]
+    pub snapshot: bool,
     /// How often to look for new commits once caught up (default `1s`).
     #[serde(default = "default_poll_interval", with = "humantime_serde")]
     pub poll_interval: Duration,
@@ -287,6 +297,19 @@ impl PipelineConfig {
         if config.source.batch_rows == 0 {
             return Err("[source] batch_rows must be at least 1".to_string());
         }
+        let start = &config.source;
+        if start.starting_timestamp.is_some()
+            && (start.starting_version.is_some() || start.snapshot)
+        {
+            return Err(
+                "[source] starting_timestamp cannot be combined with starting_version or snapshot; choose one start".to_string(),
+            );
+        }
+        if start.snapshot && start.starting_version == Some(StartingVersion::Earliest) {
+            return Err(
+                "[source] snapshot = true starts from the table as of one version: set starting_version to a number or \"latest\", not \"earliest\"".to_string(),
+            );
+        }
         if config.sink.commit_rows == 0 {
             return Err("[sink] commit_rows must be at least 1".to_string());
         }
@@ -364,7 +387,8 @@ mod tests {
         assert_eq!(config.sink.delivery, DeliveryMode::ExactlyOnce);
         assert_eq!(config.position_topic(), "sluice-position-deals");
         assert_eq!(config.source.poll_interval, Duration::from_secs(1));
-        assert_eq!(config.source.starting_version, StartingVersion::Earliest);
+        assert_eq!(config.source.starting_version, None);
+        assert!(!config.source.snapshot);
         assert_eq!(config.kafka_properties()["linger.ms"], "5");
     }
 
@@ -381,13 +405,34 @@ mod tests {
         };
         assert_eq!(
             with("7").unwrap().source.starting_version,
-            StartingVersion::Version(7)
+            Some(StartingVersion::Version(7))
         );
         assert_eq!(
             with("\"latest\"").unwrap().source.starting_version,
-            StartingVersion::Latest
+            Some(StartingVersion::Latest)
         );
         assert!(with("\"yesterday\"").is_err());
+    }
+
+    #[test]
+    fn starts_are_a_version_a_timestamp_or_a_snapshot() {
+        let with = |lines: &str| {
+            PipelineConfig::parse(
+                &MINIMAL.replace("[transform]", &format!("{lines}\n[transform]")),
+                Path::new("."),
+            )
+        };
+        let at = with("starting_timestamp = \"2024-01-15T10:30:00Z\"").unwrap();
+        assert_eq!(
+            at.source.starting_timestamp,
+            Some(std::time::UNIX_EPOCH + Duration::from_secs(1_705_314_600))
+        );
+        assert!(with("snapshot = true").unwrap().source.snapshot);
+        let both = with("starting_timestamp = \"2024-01-15T10:30:00Z\"\nstarting_version = 3");
+        assert!(both.unwrap_err().contains("choose one start"));
+        let earliest = with("snapshot = true\nstarting_version = \"earliest\"");
+        assert!(earliest.unwrap_err().contains("not \"earliest\""));
+        assert!(with("starting_timestamp = \"last tuesday\"").is_err());
     }
 
     #[test]

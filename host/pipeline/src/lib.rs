@@ -11,5 +11,5 @@ mod run;
 
 pub use config::{ConfigError, DeliveryMode, PipelineConfig, ScalarValue, StartingVersion};
 pub use error::PipelineError;
-pub use run::{RunMode, RunSummary, run, sink_config};
+pub use run::{RunMode, RunSummary, StartFrom, run, sink_config};
 pub use sluice_sink::{KafkaSink, SourcePosition, load_position};

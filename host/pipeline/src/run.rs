@@ -25,6 +25,16 @@ pub enum RunMode {
     StopAtLatest,
 }
 
+/// Where a run starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartFrom {
+    /// After the stored position, or where the config says if there is none (as Spark
+    /// does with its checkpoint).
+    StoredPosition,
+    /// Where the config says, ignoring the stored position.
+    Configured,
+}
+
 /// What a run did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RunSummary {
@@ -88,6 +98,7 @@ struct CommitPolicy {
 pub async fn run(
     config: &PipelineConfig,
     mode: RunMode,
+    start_from: StartFrom,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<RunSummary, PipelineError> {
     let name = config.pipeline.name.as_str();
@@ -113,7 +124,14 @@ pub async fn run(
     .await?;
 
     let sink = KafkaSink::connect(sink_config(config)).await?;
-    let start = start_position(config, &feed, &sink).await?;
+    let stored = match start_from {
+        StartFrom::StoredPosition => stored_position(config, &feed, &sink).await?,
+        StartFrom::Configured => None,
+    };
+    let (start, resolved) = match stored {
+        Some(position) => (position, false),
+        None => (configured_start(config, &feed).await?, true),
+    };
     tracing::info!(pipeline = name, table = feed.table(), position = %start, "Pipeline started.");
     let mut pipeline = Pipeline {
         name,
@@ -133,6 +151,12 @@ pub async fn run(
             ..RunSummary::default()
         },
     };
+    if resolved {
+        // Store the start at once: `latest` (or a snapshot of the latest version) means
+        // another version later, and a restart must not skip what was committed since.
+        let position = pipeline.source_position(start);
+        pipeline.sink.commit(&position).await?;
+    }
 
     let mut retries = 0;
     loop {
@@ -179,11 +203,12 @@ pub async fn run(
     Ok(summary)
 }
 
-async fn start_position(
+/// The position stored by the last run, checked to belong to the configured table.
+async fn stored_position(
     config: &PipelineConfig,
     feed: &Arc<ChangeFeed>,
     sink: &KafkaSink,
-) -> Result<Position, PipelineError> {
+) -> Result<Option<Position>, PipelineError> {
     if let Some(stored) = sink.load_position().await? {
         if stored.table != feed.table() {
             return Err(PipelineError::OtherTable {
@@ -195,17 +220,37 @@ async fn start_position(
         let position = Position {
             version: stored.version,
             row_offset: stored.row_offset,
+            snapshot: stored.snapshot,
         };
         tracing::info!(%position, module_digest = %stored.module_digest, "Resuming from the stored position.");
-        return Ok(position);
+        return Ok(Some(position));
     }
-    Ok(match config.source.starting_version {
-        StartingVersion::Earliest => Position::at_version(0),
-        StartingVersion::Version(v) => Position::at_version(v),
-        StartingVersion::Latest => {
-            let reader = feed.clone();
-            Position::at_version(blocking(move || reader.latest_version()).await? + 1)
-        }
+    Ok(None)
+}
+
+/// Where the config says a pipeline without a stored position starts.
+async fn configured_start(
+    config: &PipelineConfig,
+    feed: &Arc<ChangeFeed>,
+) -> Result<Position, PipelineError> {
+    let source = &config.source;
+    let reader = feed.clone();
+    if let Some(time) = source.starting_timestamp {
+        let millis = time
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let version = blocking(move || reader.version_at_or_after(millis)).await?;
+        return Ok(Position::at_version(version));
+    }
+    let version = match source.starting_version {
+        None | Some(StartingVersion::Earliest) => 0,
+        Some(StartingVersion::Version(v)) => v,
+        Some(StartingVersion::Latest) => blocking(move || reader.latest_version()).await?,
+    };
+    Ok(match (source.snapshot, source.starting_version) {
+        (true, _) => Position::snapshot_at(version),
+        (false, Some(StartingVersion::Latest)) => Position::at_version(version + 1),
+        (false, _) => Position::at_version(version),
     })
 }
 
@@ -241,20 +286,33 @@ impl Pipeline<'_> {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<bool, PipelineError> {
         let from = self.summary.position;
+        // A snapshot ends where the changes of the next version begin.
+        let end = Position::at_version(if from.snapshot {
+            from.version + 1
+        } else {
+            latest + 1
+        });
         let (tx, mut rx) = mpsc::channel::<Result<ChangeBatch, SourceError>>(READ_AHEAD);
         let reader = self.feed.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let batches = match reader.read(from, latest) {
-                Ok(batches) => batches,
-                Err(e) => {
-                    let _ = tx.blocking_send(Err(e));
-                    return;
+            let send_all = |batches: &mut dyn Iterator<Item = Result<ChangeBatch, SourceError>>| {
+                for batch in batches {
+                    if tx.blocking_send(batch).is_err() {
+                        return;
+                    }
                 }
             };
-            for batch in batches {
-                if tx.blocking_send(batch).is_err() {
-                    return;
-                }
+            let opened = if from.snapshot {
+                reader
+                    .read_snapshot(from)
+                    .map(|mut batches| send_all(&mut batches))
+            } else {
+                reader
+                    .read(from, latest)
+                    .map(|mut batches| send_all(&mut batches))
+            };
+            if let Err(e) = opened {
+                let _ = tx.blocking_send(Err(e));
             }
         });
         let (rows_before, records_before) = (self.summary.rows_in, self.summary.records_out);
@@ -318,10 +376,11 @@ impl Pipeline<'_> {
         }
         read.await.expect("the reader thread does not panic");
         // Versions without change rows (OPTIMIZE, metadata) still move the position.
-        self.commit(Position::at_version(latest + 1)).await?;
+        self.commit(end).await?;
         tracing::info!(
             pipeline = self.name,
-            versions = %format!("{}..={latest}", from.version),
+            versions = %format!("{}..={}", from.version, end.version - 1),
+            snapshot = from.snapshot,
             rows_in = self.summary.rows_in - rows_before,
             records_out = self.summary.records_out - records_before,
             "Delivered the changes of a version range."
@@ -357,6 +416,7 @@ impl Pipeline<'_> {
             version: position.version,
             row_offset: position.row_offset,
             module_digest: self.module_digest.clone(),
+            snapshot: position.snapshot,
         }
     }
 }

@@ -26,6 +26,10 @@ pub struct SourcePosition {
     pub row_offset: u64,
     /// SHA-256 of the transform module that produced the records up to here.
     pub module_digest: String,
+    /// Whether the pipeline is inside the table's snapshot as of `version` (rows as
+    /// inserts) rather than inside the changes of `version`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub snapshot: bool,
 }
 
 /// A consumer context that does not log reaching the end of the partition as an

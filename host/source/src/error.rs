@@ -85,6 +85,18 @@ pub enum SourceError {
         /// The kernel's explanation.
         detail: String,
     },
+    /// No commit is at or after the starting timestamp.
+    #[error(
+        "Table {table} has no commit at or after the starting timestamp ({timestamp_ms} ms since the epoch): {detail}. Use an earlier `starting_timestamp`, or `starting_version = \"latest\"` for only changes from now on."
+    )]
+    NoVersionAfter {
+        /// The configured location.
+        table: String,
+        /// The starting timestamp, in milliseconds since the epoch.
+        timestamp_ms: i64,
+        /// The kernel's explanation.
+        detail: String,
+    },
     /// Any other error from the Delta kernel.
     #[error("Cannot read table {table} ({context}): {source}")]
     Kernel {

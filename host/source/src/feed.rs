@@ -7,6 +7,7 @@ use delta_kernel::arrow::array::{Array, AsArray, RecordBatch};
 use delta_kernel::arrow::compute::cast;
 use delta_kernel::arrow::datatypes::{DataType, Int64Type};
 use delta_kernel::engine::arrow_data::ArrowEngineData;
+use delta_kernel::history_manager::timestamp_range_to_versions;
 use delta_kernel::table_changes::TableChanges;
 use delta_kernel::{Engine, KernelError, Snapshot, SnapshotRef};
 use delta_kernel_default_engine::DefaultEngineBuilder;
@@ -45,10 +46,10 @@ pub struct ChangeBatch {
 
 /// One Delta table's change data feed.
 pub struct ChangeFeed {
-    table: String,
-    url: Url,
-    engine: Arc<dyn Engine>,
-    options: SourceOptions,
+    pub(crate) table: String,
+    pub(crate) url: Url,
+    pub(crate) engine: Arc<dyn Engine>,
+    pub(crate) options: SourceOptions,
 }
 
 impl ChangeFeed {
@@ -83,7 +84,27 @@ impl ChangeFeed {
         Ok(self.snapshot()?.version())
     }
 
-    fn snapshot(&self) -> Result<SnapshotRef, SourceError> {
+    /// The first version committed at or after `timestamp_ms` (milliseconds since the
+    /// epoch), as Spark's `startingTimestamp` resolves it: in-commit timestamps where the
+    /// table has them, file modification times otherwise.
+    pub fn version_at_or_after(&self, timestamp_ms: i64) -> Result<u64, SourceError> {
+        let snapshot = self.snapshot()?;
+        match timestamp_range_to_versions(&snapshot, self.engine.as_ref(), timestamp_ms, None) {
+            Ok((version, _)) => Ok(version),
+            Err(KernelError::LogHistory(e)) => Err(SourceError::NoVersionAfter {
+                table: self.table.clone(),
+                timestamp_ms,
+                detail: e.to_string(),
+            }),
+            Err(e) => Err(kernel_error(
+                &self.table,
+                "finding the version of a timestamp",
+                e,
+            )),
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Result<SnapshotRef, SourceError> {
         Snapshot::builder_for(self.url.as_str())
             .build(self.engine.as_ref())
             .map_err(|e| match e {
@@ -264,7 +285,7 @@ fn table_url(table: &str) -> Result<Url, SourceError> {
     Url::from_directory_path(&absolute).map_err(|()| invalid("not an absolute path".into()))
 }
 
-fn kernel_error(table: &str, context: &str, source: KernelError) -> SourceError {
+pub(crate) fn kernel_error(table: &str, context: &str, source: KernelError) -> SourceError {
     SourceError::Kernel {
         table: table.to_string(),
         context: context.to_string(),
@@ -349,8 +370,8 @@ mod tests {
         let mut cursor = Cursor::new("t".into(), Position::at_version(1), 2);
         let out = cursor.split(versions(&[1, 1, 1, 2])).unwrap();
         let p = |version, row_offset| Position {
-            version,
             row_offset,
+            ..Position::at_version(version)
         };
         assert_eq!(shape(&out), [(2, p(1, 2)), (1, p(1, 3)), (1, p(2, 1))]);
         let out = cursor.split(versions(&[2, 4])).unwrap();
@@ -360,15 +381,15 @@ mod tests {
     #[test]
     fn resuming_inside_a_version_skips_delivered_rows_across_kernel_batches() {
         let from = Position {
-            version: 3,
             row_offset: 3,
+            ..Position::at_version(3)
         };
         let mut cursor = Cursor::new("t".into(), from, 10);
         assert!(cursor.split(versions(&[3, 3])).unwrap().is_empty());
         let out = cursor.split(versions(&[3, 3, 4])).unwrap();
         let p = |version, row_offset| Position {
-            version,
             row_offset,
+            ..Position::at_version(version)
         };
         assert_eq!(shape(&out), [(1, p(3, 4)), (1, p(4, 1))]);
     }

@@ -7,6 +7,7 @@
 mod error;
 mod feed;
 mod position;
+mod snapshot;
 
 pub use error::SourceError;
 pub use feed::{ChangeBatch, ChangeFeed, SourceOptions};
