@@ -57,18 +57,17 @@ pub enum SourceError {
         /// The earliest version still available.
         earliest: u64,
     },
-    /// The schema changed inside the range.
+    /// The schema changed in a way a reader cannot follow (a column dropped, renamed or
+    /// retyped).
     #[error(
-        "Table {table} changed its schema between versions {start} and {end}; reading across a schema change is not supported yet. Restart from the version of the schema change. ({detail})"
+        "Table {table} changed its schema at version {version} in a way the pipeline cannot follow ({detail}). Records made before and after would not fit one shape; restart the pipeline from version {version} or later (`sluice position reset --to-version {version}` or `sluice run --restart` with a new start), or from a snapshot (`snapshot = true`)."
     )]
     SchemaChanged {
         /// The configured location.
         table: String,
-        /// Start of the range.
-        start: u64,
-        /// End of the range.
-        end: u64,
-        /// The kernel's explanation.
+        /// The version that changed the schema.
+        version: u64,
+        /// What changed.
         detail: String,
     },
     /// A data file the log points to is gone, typically after VACUUM.

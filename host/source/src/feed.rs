@@ -8,8 +8,9 @@ use delta_kernel::arrow::compute::cast;
 use delta_kernel::arrow::datatypes::{DataType, Int64Type};
 use delta_kernel::engine::arrow_data::ArrowEngineData;
 use delta_kernel::history_manager::timestamp_range_to_versions;
+use delta_kernel::schema::StructType;
 use delta_kernel::table_changes::TableChanges;
-use delta_kernel::{Engine, KernelError, Snapshot, SnapshotRef};
+use delta_kernel::{Engine, EngineData, KernelError, Snapshot, SnapshotRef};
 use delta_kernel_default_engine::DefaultEngineBuilder;
 use delta_kernel_default_engine::storage::store_from_url_opts;
 use url::Url;
@@ -129,7 +130,10 @@ impl ChangeFeed {
     /// Reads changes from `from` through version `to` (inclusive), in commit order.
     ///
     /// Rows before `from` (the first `from.row_offset` rows of `from.version`) are
-    /// skipped. Batches hold at most `batch_rows` rows and never span two versions.
+    /// skipped. Batches hold at most `batch_rows` rows and never span two versions. A
+    /// range across schema changes is read in parts, one per schema; an added nullable
+    /// column appears from its version on, and any other change is an error that names
+    /// the version.
     pub fn read(
         &self,
         from: Position,
@@ -137,34 +141,39 @@ impl ChangeFeed {
     ) -> Result<impl Iterator<Item = Result<ChangeBatch, SourceError>> + Send + 'static, SourceError>
     {
         let table = self.table.clone();
-        let range_error = {
-            let table = table.clone();
-            move |e: KernelError| classify(&table, from.version, to, e)
-        };
-        let changes = TableChanges::try_new(
-            self.url.clone(),
-            self.engine.as_ref(),
-            from.version,
-            Some(to),
-        )
-        .map_err(&range_error)?;
-        let scan = changes.into_scan_builder().build().map_err(&range_error)?;
-        let batches = scan.execute(self.engine.clone()).map_err(&range_error)?;
-        let mut cursor = Cursor::new(table, from, self.options.batch_rows.max(1));
+        let parts = self.parts(from.version, to)?;
+        let engine = self.engine.clone();
+        let mut cursor = Cursor::new(table.clone(), from, self.options.batch_rows.max(1));
         let mut pending: std::vec::IntoIter<ChangeBatch> = Vec::new().into_iter();
-        let mut batches = batches.fuse();
+        let mut parts = parts.into_iter();
+        let mut batches: Option<
+            Box<dyn Iterator<Item = Result<Box<dyn EngineData>, KernelError>> + Send>,
+        > = None;
+        let mut range = (from.version, to);
         Ok(std::iter::from_fn(move || {
             loop {
                 if let Some(next) = pending.next() {
                     return Some(Ok(next));
                 }
-                let data = match batches.next()? {
-                    Ok(data) => data,
-                    Err(e) => return Some(Err(range_error(e))),
+                let data = match batches.as_mut().and_then(Iterator::next) {
+                    Some(data) => data,
+                    None => {
+                        let changes = parts.next()?;
+                        range = (changes.start_version(), changes.end_version());
+                        let scan = changes
+                            .into_scan_builder()
+                            .build()
+                            .and_then(|scan| scan.execute(engine.clone()));
+                        match scan {
+                            Ok(scan) => batches = Some(Box::new(scan)),
+                            Err(e) => return Some(Err(classify(&table, range.0, range.1, e))),
+                        }
+                        continue;
+                    }
                 };
-                let batch = match ArrowEngineData::try_from_engine_data(data) {
+                let batch = match data.and_then(ArrowEngineData::try_from_engine_data) {
                     Ok(data) => RecordBatch::from(data),
-                    Err(e) => return Some(Err(range_error(e))),
+                    Err(e) => return Some(Err(classify(&table, range.0, range.1, e))),
                 };
                 match cursor.split(batch) {
                     Ok(split) => pending = split.into_iter(),
@@ -173,6 +182,114 @@ impl ChangeFeed {
             }
         }))
     }
+
+    /// The range `start..=end` as parts with one schema each: the kernel reads a change
+    /// feed only where the schema at the start equals the one at the end.
+    fn parts(&self, start: u64, end: u64) -> Result<Vec<TableChanges>, SourceError> {
+        let changes = |start, end| {
+            TableChanges::try_new(self.url.clone(), self.engine.as_ref(), start, Some(end))
+        };
+        match changes(start, end) {
+            Ok(whole) => return Ok(vec![whole]),
+            Err(e) if schemas_differ(&e) => {}
+            Err(e) => return Err(classify(&self.table, start, end, e)),
+        }
+        let mut bounds = vec![start];
+        bounds.extend(self.metadata_versions(start + 1, end)?);
+        bounds.push(end + 1);
+        let mut parts: Vec<TableChanges> = Vec::new();
+        for window in bounds.windows(2) {
+            let (first, last) = (window[0], window[1] - 1);
+            let part = changes(first, last).map_err(|e| classify(&self.table, first, last, e))?;
+            if let Some(before) = parts.last() {
+                check_additive(&self.table, first, before.schema(), part.schema())?;
+            }
+            parts.push(part);
+        }
+        Ok(parts)
+    }
+
+    /// Versions in `start..=end` whose commit carries a `metaData` action, the only
+    /// place a schema changes.
+    fn metadata_versions(&self, start: u64, end: u64) -> Result<Vec<u64>, SourceError> {
+        let fail = |e| kernel_error(&self.table, "looking for schema changes", e);
+        let files = (start..=end)
+            .map(|v| {
+                self.url
+                    .join(&format!("_delta_log/{v:020}.json"))
+                    .map(|url| (url, None))
+                    .map_err(|e| fail(KernelError::InvalidUrl(e)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let commits = self
+            .engine
+            .storage_handler()
+            .read_files(files)
+            .map_err(fail)?;
+        let mut versions = Vec::new();
+        for (version, commit) in (start..=end).zip(commits) {
+            let commit = commit.map_err(fail)?;
+            let has_metadata = commit.split(|&b| b == b'\n').any(|line| {
+                serde_json::from_slice::<serde_json::Value>(line)
+                    .is_ok_and(|action| action.get("metaData").is_some())
+            });
+            if has_metadata {
+                versions.push(version);
+            }
+        }
+        Ok(versions)
+    }
+}
+
+/// Whether the kernel refused a range because its start and end schemas differ (it says
+/// so in a typed error or, from `TableChanges::try_new`, in a generic one).
+fn schemas_differ(error: &KernelError) -> bool {
+    matches!(error, KernelError::ChangeDataFeedIncompatibleSchema(..))
+        || error.to_string().contains("schemas are different")
+}
+
+/// Accepts a schema change that only adds nullable columns; anything else (a dropped,
+/// renamed or retyped column) stops the read at `version`.
+fn check_additive(
+    table: &str,
+    version: u64,
+    before: &StructType,
+    after: &StructType,
+) -> Result<(), SourceError> {
+    let breaking = |detail: String| SourceError::SchemaChanged {
+        table: table.to_string(),
+        version,
+        detail,
+    };
+    for old in before.fields() {
+        match after.field(old.name()) {
+            None => {
+                return Err(breaking(format!(
+                    "column `{}` was dropped or renamed",
+                    old.name()
+                )));
+            }
+            Some(new) if new.data_type() != old.data_type() => {
+                return Err(breaking(format!(
+                    "column `{}` changed type from {} to {}",
+                    old.name(),
+                    old.data_type(),
+                    new.data_type()
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(new) = after
+        .fields()
+        .find(|f| before.field(f.name()).is_none() && !f.is_nullable())
+    {
+        return Err(breaking(format!(
+            "column `{}` was added as NOT NULL",
+            new.name()
+        )));
+    }
+    Ok(())
 }
 
 /// Tracks the position across the kernel's batches and cuts them into output batches.
@@ -308,23 +425,16 @@ fn classify(table: &str, start: u64, end: u64, error: KernelError) -> SourceErro
             requested,
             earliest,
         },
-        KernelError::ChangeDataFeedIncompatibleSchema(..) => SourceError::SchemaChanged {
+        e if schemas_differ(&e) => SourceError::SchemaChanged {
             table: table_s,
-            start,
-            end,
-            detail: error.to_string(),
+            version: start,
+            detail: e.to_string(),
         },
         KernelError::FileNotFound(_) => SourceError::FileMissing {
             table: table_s,
             start,
             end,
             detail: error.to_string(),
-        },
-        e if e.to_string().contains("schemas are different") => SourceError::SchemaChanged {
-            table: table_s,
-            start,
-            end,
-            detail: e.to_string(),
         },
         e if e.to_string().contains("not found") => SourceError::FileMissing {
             table: table_s,
