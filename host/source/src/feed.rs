@@ -146,9 +146,7 @@ impl ChangeFeed {
         let mut cursor = Cursor::new(table.clone(), from, self.options.batch_rows.max(1));
         let mut pending: std::vec::IntoIter<ChangeBatch> = Vec::new().into_iter();
         let mut parts = parts.into_iter();
-        let mut batches: Option<
-            Box<dyn Iterator<Item = Result<Box<dyn EngineData>, KernelError>> + Send>,
-        > = None;
+        let mut batches: Option<KernelBatches> = None;
         let mut range = (from.version, to);
         Ok(std::iter::from_fn(move || {
             loop {
@@ -291,6 +289,9 @@ fn check_additive(
     }
     Ok(())
 }
+
+/// The kernel's change rows of one part of a range.
+type KernelBatches = Box<dyn Iterator<Item = Result<Box<dyn EngineData>, KernelError>> + Send>;
 
 /// Tracks the position across the kernel's batches and cuts them into output batches.
 struct Cursor {
