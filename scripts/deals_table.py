@@ -13,6 +13,9 @@ against a golden file.
     deals_table.py TABLE scenario               create, append 20..29, update, delete, merge
     deals_table.py TABLE big --start K --title-bytes N
                                                 one deal whose title is N characters long
+    deals_table.py TABLE vacuum                 VACUUM with no retention: files that only
+                                                older versions need are deleted
+    deals_table.py TABLE checkpoint             write a checkpoint of the latest version
     deals_table.py TABLE plain --rows N         a table without the change data feed
 """
 
@@ -119,6 +122,14 @@ def merge(table: str) -> None:
     )
 
 
+def vacuum(table: str) -> None:
+    DeltaTable(table).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+
+
+def checkpoint(table: str) -> None:
+    DeltaTable(table).create_checkpoint()
+
+
 def plain(table: str, rows: int) -> None:
     write_deltalake(table, deals(range(rows)), mode="error")
 
@@ -126,7 +137,7 @@ def plain(table: str, rows: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table")
-    parser.add_argument("step", choices=["create", "append", "big", "update", "delete", "merge", "scenario", "plain"])
+    parser.add_argument("step", choices=["create", "append", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain"])
     parser.add_argument("--rows", type=int, default=20)
     parser.add_argument("--start", type=int, default=20)
     parser.add_argument("--title-bytes", type=int, default=2_000_000)
@@ -143,6 +154,10 @@ def main() -> None:
         delete(args.table)
     elif args.step == "merge":
         merge(args.table)
+    elif args.step == "vacuum":
+        vacuum(args.table)
+    elif args.step == "checkpoint":
+        checkpoint(args.table)
     elif args.step == "plain":
         plain(args.table, args.rows)
     else:

@@ -136,3 +136,50 @@ fn a_record_too_large_for_kafka_names_its_delta_row_and_keeps_the_good_versions(
         assert_eq!(consume_all(&topic).len(), 3, "version 0's records, once");
     }
 }
+
+#[test]
+fn vacuumed_files_are_named_with_the_way_out() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    // The update rewrites the file holding deals 3 and 7; VACUUM then deletes the old one.
+    deals_table(&table, &["create", "--rows", "10"]);
+    deals_table(&table, &["update"]);
+    deals_table(&table, &["vacuum"]);
+    let topic = unique_topic("vacuumed");
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough"),
+        &topic,
+        &kafka_bootstrap(),
+        Extra::default(),
+    );
+    let stderr = run_expecting_failure(&files.config);
+    for text in [
+        "a file needed for versions 0..=3 is missing, usually because VACUUM removed it",
+        "or start again from a snapshot of the table",
+    ] {
+        assert!(stderr.contains(text), "stderr lacks {text:?}: {stderr}");
+    }
+    assert!(consume_all(&topic).is_empty(), "nothing was delivered");
+}
+
+#[test]
+fn versions_whose_log_was_cleaned_up_name_the_earliest_available() {
+    let work = tempfile::tempdir().unwrap();
+    let table = cdf_table(work.path());
+    deals_table(&table, &["append", "--start", "3", "--rows", "2"]);
+    deals_table(&table, &["append", "--start", "5", "--rows", "2"]);
+    deals_table(&table, &["checkpoint"]);
+    for version in [0, 1] {
+        std::fs::remove_file(table.join(format!("_delta_log/{version:020}.json"))).unwrap();
+    }
+    fails_with(
+        &table,
+        &transform_component("passthrough"),
+        &kafka_bootstrap(),
+        &[
+            "no longer has version 0",
+            "the earliest available version is 2",
+        ],
+    );
+}

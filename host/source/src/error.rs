@@ -72,7 +72,7 @@ pub enum SourceError {
     },
     /// A data file the log points to is gone, typically after VACUUM.
     #[error(
-        "Table {table}: a file needed for versions {start}..={end} is missing, usually because VACUUM removed it: {detail}. Reset the pipeline's position to a version whose files still exist."
+        "Table {table}: a file needed for versions {start}..={end} is missing, usually because VACUUM removed it: {detail}. Reset the pipeline's position to a version whose files still exist (`sluice position reset`), or start again from a snapshot of the table (`snapshot = true` with `sluice run --restart`)."
     )]
     FileMissing {
         /// The configured location.
