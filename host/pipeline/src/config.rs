@@ -52,6 +52,10 @@ pub struct SourceSection {
     /// How often to look for new commits once caught up (default `1s`).
     #[serde(default = "default_poll_interval", with = "humantime_serde")]
     pub poll_interval: Duration,
+    /// Longest wait between polls while the table is idle (default: `poll_interval`, no
+    /// back-off). Idle polls double the wait up to this; a new commit resets it.
+    #[serde(default, with = "humantime_serde")]
+    pub max_poll_interval: Option<Duration>,
     /// Most change rows per batch handed to the transform (default 10000).
     #[serde(default = "default_batch_rows")]
     pub batch_rows: usize,
@@ -308,6 +312,15 @@ impl PipelineConfig {
         if start.snapshot && start.starting_version == Some(StartingVersion::Earliest) {
             return Err(
                 "[source] snapshot = true starts from the table as of one version: set starting_version to a number or \"latest\", not \"earliest\"".to_string(),
+            );
+        }
+        if config
+            .source
+            .max_poll_interval
+            .is_some_and(|max| max < config.source.poll_interval)
+        {
+            return Err(
+                "[source] max_poll_interval must not be shorter than poll_interval".to_string(),
             );
         }
         if config.sink.commit_rows == 0 {

@@ -159,6 +159,7 @@ pub async fn run(
     }
 
     let mut retries = 0;
+    let mut idle_wait = config.source.poll_interval;
     loop {
         if *shutdown.borrow() {
             break;
@@ -166,6 +167,7 @@ pub async fn run(
         let reader = pipeline.feed.clone();
         let latest = blocking(move || reader.latest_version()).await?;
         if pipeline.summary.position.version <= latest {
+            idle_wait = config.source.poll_interval;
             let before = pipeline.summary.position;
             match pipeline.process_range(latest, &mut shutdown).await {
                 Ok(true) => break,
@@ -193,9 +195,14 @@ pub async fn run(
             break;
         }
         tokio::select! {
-            _ = tokio::time::sleep(config.source.poll_interval) => {}
+            _ = tokio::time::sleep(idle_wait) => {}
             _ = shutdown.changed() => {}
         }
+        let max_wait = config
+            .source
+            .max_poll_interval
+            .unwrap_or(config.source.poll_interval);
+        idle_wait = (idle_wait * 2).min(max_wait);
     }
     drop(engine);
     let summary = pipeline.summary;
