@@ -13,6 +13,7 @@ against a golden file.
     deals_table.py TABLE scenario               create, append 20..29, update, delete, merge
     deals_table.py TABLE big --start K --title-bytes N
                                                 one deal whose title is N characters long
+    deals_table.py TABLE bulk --rows N          version 0: N deals written in one commit, fast
     deals_table.py TABLE vacuum                 VACUUM with no retention: files that only
                                                 older versions need are deleted
     deals_table.py TABLE checkpoint             write a checkpoint of the latest version
@@ -82,6 +83,35 @@ def create(table: str, rows: int) -> None:
     )
 
 
+def bulk(table: str, rows: int) -> None:
+    """Like `create`, built column by column so that millions of rows are quick."""
+    ids = range(rows)
+    repeat = lambda value: pa.array([value] * rows, pa.string())  # noqa: E731
+    document = pa.StructArray.from_arrays(
+        [
+            pa.array([object_id(0x65A1F0C2E4B0 * 1000 + i) for i in ids]),
+            repeat("user"),
+            pa.array([object_id(0xACC0 * 1_000_000 + i) for i in ids]),
+            pa.array([None if i % 5 == 0 else object_id(0xBEEF * 1_000_000 + i) for i in ids]),
+            pa.array([str(900_000 + i) for i in ids]),
+            repeat("appointmentscheduled"),
+            repeat("open"),
+            pa.array([f"Deal {i}" for i in ids]),
+        ],
+        fields=list(FULL_DOCUMENT),
+    )
+    start = int(EPOCH.timestamp() * 1_000_000)
+    data = pa.Table.from_arrays(
+        [
+            pa.array([f"deal-{i:04d}" for i in ids]),
+            pa.array([start + i * 60_000_000 for i in ids], pa.timestamp("us", tz="UTC")),
+            document,
+        ],
+        schema=SCHEMA,
+    )
+    write_deltalake(table, data, mode="error", configuration={"delta.enableChangeDataFeed": "true"})
+
+
 def append(table: str, start: int, rows: int) -> None:
     write_deltalake(table, deals(range(start, start + rows)), mode="append")
 
@@ -137,7 +167,7 @@ def plain(table: str, rows: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table")
-    parser.add_argument("step", choices=["create", "append", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain"])
+    parser.add_argument("step", choices=["create", "bulk", "append", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain"])
     parser.add_argument("--rows", type=int, default=20)
     parser.add_argument("--start", type=int, default=20)
     parser.add_argument("--title-bytes", type=int, default=2_000_000)
@@ -146,6 +176,8 @@ def main() -> None:
         create(args.table, args.rows)
     elif args.step == "append":
         append(args.table, args.start, args.rows)
+    elif args.step == "bulk":
+        bulk(args.table, args.rows)
     elif args.step == "big":
         big(args.table, args.start, args.title_bytes)
     elif args.step == "update":

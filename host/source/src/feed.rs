@@ -15,6 +15,7 @@ use delta_kernel_default_engine::DefaultEngineBuilder;
 use delta_kernel_default_engine::storage::store_from_url_opts;
 use url::Url;
 
+use crate::coalesce::coalesce;
 use crate::error::SourceError;
 use crate::position::Position;
 
@@ -148,7 +149,8 @@ impl ChangeFeed {
         let mut parts = parts.into_iter();
         let mut batches: Option<KernelBatches> = None;
         let mut range = (from.version, to);
-        Ok(std::iter::from_fn(move || {
+        let batch_rows = self.options.batch_rows.max(1);
+        let pieces = std::iter::from_fn(move || {
             loop {
                 if let Some(next) = pending.next() {
                     return Some(Ok(next));
@@ -178,7 +180,8 @@ impl ChangeFeed {
                     Err(e) => return Some(Err(e)),
                 }
             }
-        }))
+        });
+        Ok(coalesce(pieces, batch_rows))
     }
 
     /// The range `start..=end` as parts with one schema each: the kernel reads a change

@@ -4,6 +4,7 @@
 //! deletion vectors applied. The reader yields Arrow batches of bounded size, each
 //! with the position right after its last row, so a pipeline can resume mid-version.
 
+mod coalesce;
 mod error;
 mod feed;
 mod position;

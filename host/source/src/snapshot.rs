@@ -10,6 +10,7 @@ use delta_kernel::engine::arrow_data::ArrowEngineData;
 use delta_kernel::scan::state::{ScanFile, transform_to_logical};
 use delta_kernel::{Engine, FileMeta, KernelError, Snapshot};
 
+use crate::coalesce::coalesce;
 use crate::error::SourceError;
 use crate::feed::{ChangeBatch, ChangeFeed, kernel_error};
 use crate::position::Position;
@@ -69,7 +70,8 @@ impl ChangeFeed {
         };
         let mut pending: std::vec::IntoIter<ChangeBatch> = Vec::new().into_iter();
         let mut files = files.into_iter();
-        Ok(std::iter::from_fn(move || {
+        let batch_rows = self.options.batch_rows.max(1);
+        let pieces = std::iter::from_fn(move || {
             loop {
                 if let Some(next) = pending.next() {
                     return Some(Ok(next));
@@ -86,7 +88,8 @@ impl ChangeFeed {
                     Err(e) => return Some(Err(fail(e))),
                 }
             }
-        }))
+        });
+        Ok(coalesce(pieces, batch_rows))
     }
 }
 
