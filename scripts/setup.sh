@@ -41,5 +41,8 @@ rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup targe
 
 python3 -c 'import deltalake, pyarrow' 2>/dev/null ||
   python3 -m pip install --quiet --disable-pip-version-check 'deltalake==1.6.6' 'pyarrow>=17'
+# A local S3 endpoint for the object-store tests.
+python3 -c 'import moto.server, boto3' 2>/dev/null ||
+  python3 -m pip install --quiet --disable-pip-version-check 'moto[server]==5.2.1'
 
 "$here/kafka.sh" install

@@ -58,7 +58,7 @@ impl ChangeFeed {
     /// Opens a table and checks that its change data feed can be read.
     pub fn open(table: &str, options: SourceOptions) -> Result<ChangeFeed, SourceError> {
         let url = table_url(table)?;
-        let store = store_from_url_opts(&url, options.storage_options.clone())
+        let store = store_from_url_opts(&url, with_environment(&url, &options.storage_options))
             .map_err(|e| kernel_error(table, "opening its storage", e))?;
         let engine: Arc<dyn Engine> = Arc::new(DefaultEngineBuilder::new(store).build());
         let feed = ChangeFeed {
@@ -372,6 +372,26 @@ fn commit_versions(table: &str, batch: &RecordBatch) -> Result<Vec<u64>, SourceE
         return Err(missing());
     }
     Ok(column.values().iter().map(|&v| v as u64).collect())
+}
+
+/// The storage options plus the store's settings from the environment (`AWS_*` for
+/// `s3://`, `AZURE_*` for `az://` and `abfss://`, `GOOGLE_*` for `gs://`), as the
+/// object store's own `from_env` would read them; configured options win.
+fn with_environment(url: &Url, configured: &[(String, String)]) -> Vec<(String, String)> {
+    let prefix = match url.scheme() {
+        "s3" | "s3a" => "AWS_",
+        "az" | "adl" | "azure" | "abfs" | "abfss" => "AZURE_",
+        "gs" => "GOOGLE_",
+        _ => return configured.to_vec(),
+    };
+    let mut options = configured.to_vec();
+    for (name, value) in std::env::vars() {
+        let key = name.to_ascii_lowercase();
+        if name.starts_with(prefix) && !options.iter().any(|(k, _)| *k == key) {
+            options.push((key, value));
+        }
+    }
+    options
 }
 
 fn table_url(table: &str) -> Result<Url, SourceError> {
