@@ -183,3 +183,29 @@ fn versions_whose_log_was_cleaned_up_name_the_earliest_available() {
         ],
     );
 }
+
+#[test]
+fn a_table_recreated_behind_the_pipelines_back_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough"),
+        &unique_topic("recreated"),
+        &kafka_bootstrap(),
+        Extra::default(),
+    );
+    sluice_tests::run_to_latest(&files.config);
+    std::fs::remove_dir_all(&table).unwrap();
+    deals_table(&table, &["create", "--rows", "3"]);
+    let stderr = run_expecting_failure(&files.config);
+    for text in [
+        "is at version 5, past table",
+        "latest version 0",
+        "the table was recreated",
+        "sluice run --restart",
+    ] {
+        assert!(stderr.contains(text), "stderr lacks {text:?}: {stderr}");
+    }
+}

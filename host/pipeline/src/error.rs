@@ -38,6 +38,20 @@ pub enum PipelineError {
     /// Kafka refused or lost records.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// The stored position is past the table's latest version: the table was recreated.
+    #[error(
+        "The stored position of pipeline {pipeline} is at version {version}, past table {table}'s latest version {latest}: the table was recreated or replaced by a new one at the same location. Nothing was read. Start again from the configured start with `sluice run --restart`, or move the position with `sluice position reset`."
+    )]
+    PositionAhead {
+        /// The pipeline.
+        pipeline: String,
+        /// The table.
+        table: String,
+        /// The stored position's version.
+        version: u64,
+        /// The table's latest version.
+        latest: u64,
+    },
     /// The stored position belongs to a different table.
     #[error(
         "The stored position of pipeline {pipeline} belongs to table {stored}, not {configured}. Give this pipeline another name, or reset its position with `sluice position reset`."

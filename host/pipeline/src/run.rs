@@ -229,6 +229,16 @@ async fn stored_position(
             row_offset: stored.row_offset,
             snapshot: stored.snapshot,
         };
+        let reader = feed.clone();
+        let latest = blocking(move || reader.latest_version()).await?;
+        if position.version > latest + 1 {
+            return Err(PipelineError::PositionAhead {
+                pipeline: config.pipeline.name.clone(),
+                table: feed.table().to_string(),
+                version: position.version,
+                latest,
+            });
+        }
         tracing::info!(%position, module_digest = %stored.module_digest, "Resuming from the stored position.");
         return Ok(Some(position));
     }
