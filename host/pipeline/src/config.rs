@@ -164,8 +164,8 @@ impl std::fmt::Display for ScalarValue {
     }
 }
 
-/// Where a pipeline without a stored position starts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+/// Where a pipeline without a stored position starts (unset means `Earliest`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "StartingVersionText")]
 pub enum StartingVersion {
     /// From this version (inclusive).
@@ -173,7 +173,6 @@ pub enum StartingVersion {
     /// Only versions committed after the pipeline starts.
     Latest,
     /// From version 0.
-    #[default]
     Earliest,
 }
 
