@@ -284,16 +284,14 @@ impl KafkaSink {
     /// Forgets the uncommitted work after `error`, aborting the open transaction unless
     /// the producer was fenced (then it can no longer abort).
     async fn abandon(&mut self, error: &SinkError) {
-        self.in_flight.clear();
-        if self.transaction_began.is_some()
-            && !matches!(
-                error,
-                SinkError::Fenced { .. } | SinkError::TransactionTimedOut { .. }
-            )
-        {
-            self.abort().await;
+        match error {
+            // The producer can no longer abort; the broker already did.
+            SinkError::Fenced { .. } | SinkError::TransactionTimedOut { .. } => {
+                self.in_flight.clear();
+                self.transaction_began = None;
+            }
+            _ => self.rollback().await,
         }
-        self.transaction_began = None;
     }
 
     async fn abort(&mut self) {
