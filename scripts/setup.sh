@@ -37,7 +37,11 @@ if ! command -v cargo >/dev/null; then
   echo "Rust is missing: install it with rustup (Rust 1.95 or newer), then run this again." >&2
   exit 1
 fi
-rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+# wasm32-unknown-unknown builds transforms; wasm32-wasip2 builds the test fixture that
+# asks for files, sockets and environment (the host must refuse it).
+for target in wasm32-unknown-unknown wasm32-wasip2; do
+  rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+done
 
 python3 -c 'import deltalake, pyarrow' 2>/dev/null ||
   python3 -m pip install --quiet --disable-pip-version-check 'deltalake==1.6.6' 'pyarrow>=17'

@@ -9,8 +9,39 @@
 //! types to emit; `update_preimage` is dropped unless listed.
 
 use sluice_transform::{
-    Batch, ChangeType, Error, JsonObject, Output, Params, Record, Row, Transform, Value,
+    Batch, ChangeType, Column, Error, JsonObject, Output, Params, Transform, Value,
+    spark_substring,
 };
+
+/// The gold columns: name in the record, source column, whether to cut an ObjectId.
+pub const GOLD_FIELDS: [(&str, &str, bool); 10] = [
+    ("documentId", "documentId", false),
+    ("eventTimestamp", "eventTimestamp", false),
+    ("owner_id", "fullDocument.owner_id", true),
+    ("owner_type", "fullDocument.owner_type", false),
+    ("account_id", "fullDocument.account_id", true),
+    ("manager_account_id", "fullDocument.manager_account_id", true),
+    ("hubspot_deal_id", "fullDocument.hubspot_deal_id", false),
+    ("stage", "fullDocument.stage", false),
+    ("status", "fullDocument.status", false),
+    ("title", "fullDocument.title", false),
+];
+
+/// Reads the `change_types` parameter.
+pub fn change_types_param(params: &Params) -> Result<Vec<ChangeType>, String> {
+    params
+        .get_or("change_types", "insert,update_postimage,delete")
+        .split(',')
+        .map(|name| {
+            ChangeType::parse(name).ok_or_else(|| {
+                format!(
+                    "Parameter change_types has an unknown change type `{}`; use insert, update_preimage, update_postimage or delete.",
+                    name.trim()
+                )
+            })
+        })
+        .collect()
+}
 
 /// The gold-deals transform.
 pub struct GoldDeals {
@@ -19,107 +50,66 @@ pub struct GoldDeals {
 
 impl Transform for GoldDeals {
     fn init(params: &Params) -> Result<Self, String> {
-        let names = params.get_or("change_types", "insert,update_postimage,delete");
-        let emit = names
-            .split(',')
-            .map(|name| {
-                ChangeType::parse(name).ok_or_else(|| {
-                    format!(
-                        "Parameter change_types has an unknown change type `{}`; use insert, update_preimage, update_postimage or delete.",
-                        name.trim()
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(GoldDeals { emit })
+        Ok(GoldDeals {
+            emit: change_types_param(params)?,
+        })
     }
 
     fn transform(&mut self, batch: &Batch, out: &mut Output) -> Result<(), Error> {
-        for row in batch
-            .rows()
-            .filter(|r| self.emit.contains(&r.change_type()))
-        {
-            let key = row.str("documentId")?.ok_or_else(|| {
+        let ids = batch.column("documentId")?;
+        let fields = GOLD_FIELDS
+            .iter()
+            .map(|&(name, column, cut)| Ok((name, batch.column(column)?, cut)))
+            .collect::<Result<Vec<(&str, Column<'_>, bool)>, Error>>()?;
+        let mut json = String::new();
+        for row in batch.rows()? {
+            let change = row.change_type();
+            if !self.emit.contains(&change) {
+                continue;
+            }
+            let index = row.index() as usize;
+            let key = ids.str(index).ok_or_else(|| {
                 Error::row(row.index(), "The row has no documentId to key it by.")
             })?;
-            let record = Record::new().key(key);
-            let record = match row.change_type() {
-                ChangeType::Delete => record,
-                _ => record.value(gold_json(&row)?),
-            };
-            out.emit(&row, record);
+            if change == ChangeType::Delete {
+                out.emit_bytes(row.index(), Some(key.as_bytes()), None);
+                continue;
+            }
+            let mut object = JsonObject::in_buffer(std::mem::take(&mut json));
+            for (name, column, cut) in &fields {
+                let value = match column.value(index) {
+                    Value::Str(s) if *cut => Value::Str(spark_substring(s, 11, 24)),
+                    value => value,
+                };
+                object.push(name, &value);
+            }
+            json = object.finish();
+            out.emit_bytes(row.index(), Some(key.as_bytes()), Some(json.as_bytes()));
         }
         Ok(())
     }
 }
 
-fn gold_json(row: &Row<'_>) -> Result<String, Error> {
-    let cut = |column: &str| -> Result<Value<'_>, Error> {
-        Ok(row
-            .str(column)?
-            .map_or(Value::Null, |s| Value::Str(spark_substring(s, 11, 24))))
-    };
-    Ok(JsonObject::new()
-        .field("documentId", row.get("documentId")?)
-        .field("eventTimestamp", row.get("eventTimestamp")?)
-        .field("owner_id", cut("fullDocument.owner_id")?)
-        .field("owner_type", row.get("fullDocument.owner_type")?)
-        .field("account_id", cut("fullDocument.account_id")?)
-        .field(
-            "manager_account_id",
-            cut("fullDocument.manager_account_id")?,
-        )
-        .field("hubspot_deal_id", row.get("fullDocument.hubspot_deal_id")?)
-        .field("stage", row.get("fullDocument.stage")?)
-        .field("status", row.get("fullDocument.status")?)
-        .field("title", row.get("fullDocument.title")?)
-        .finish())
-}
-
-/// Spark's `substring(s, pos, len)` for a positive 1-based `pos`: characters, not bytes,
-/// and whatever part of the range exists.
-fn spark_substring(s: &str, pos: usize, len: usize) -> &str {
-    let mut chars = s
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain(std::iter::once(s.len()));
-    let start = chars.nth(pos - 1).unwrap_or(s.len());
-    let end = chars.nth(len - 1).unwrap_or(s.len());
-    &s[start..end]
-}
-
-sluice_transform::export_transform!(GoldDeals);
+sluice_transform::export!(GoldDeals);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_transform::{BatchBuilder, ColumnValues};
+    use sluice_transform::{BatchBuilder, Record};
 
-    fn strings(values: &[Option<&str>]) -> ColumnValues {
-        ColumnValues::Utf8(values.iter().map(|v| v.map(str::to_string)).collect())
-    }
-
-    #[test]
-    fn substring_matches_spark() {
-        let id = "ObjectId('65a1f0c2e4b0a1b2c3d4e5f6')";
-        assert_eq!(spark_substring(id, 11, 24), "65a1f0c2e4b0a1b2c3d4e5f6");
-        assert_eq!(spark_substring("short", 11, 24), "");
-        assert_eq!(spark_substring("ObjectId('é5a1')", 11, 24), "é5a1')");
-    }
-
-    #[test]
-    fn inserts_become_values_deletes_tombstones_preimages_vanish() {
+    /// Four changes of two deals: insert, update (pre and post image), delete.
+    pub(crate) fn deals_batch() -> Batch {
         let owner = Some("ObjectId('65a1f0c2e4b0a1b2c3d4e5f6')");
         let mut builder = BatchBuilder::new()
-            .column(
+            .strings(
                 "documentId",
-                strings(&[Some("d1"), Some("d1"), Some("d1"), Some("d2")]),
+                &[Some("d1"), Some("d1"), Some("d1"), Some("d2")],
             )
-            .column("eventTimestamp", ColumnValues::Timestamp(vec![Some(0); 4]))
-            .column("fullDocument.owner_id", strings(&[owner; 4]))
-            .column(
+            .timestamps("eventTimestamp", &[Some(0); 4])
+            .strings("fullDocument.owner_id", &[owner; 4])
+            .strings(
                 "fullDocument.stage",
-                strings(&[Some("new"), Some("new"), Some("won"), None]),
+                &[Some("new"), Some("new"), Some("won"), None],
             );
         for field in [
             "owner_type",
@@ -129,25 +119,39 @@ mod tests {
             "status",
             "title",
         ] {
-            builder = builder.column(&format!("fullDocument.{field}"), strings(&[None; 4]));
+            builder = builder.strings(&format!("fullDocument.{field}"), &[None; 4]);
         }
-        let batch = builder
+        builder
             .change(ChangeType::Insert, 1, 0)
             .change(ChangeType::UpdatePreimage, 2, 0)
             .change(ChangeType::UpdatePostimage, 2, 0)
             .change(ChangeType::Delete, 3, 0)
-            .build();
+            .build()
+    }
+
+    #[test]
+    fn inserts_become_values_deletes_tombstones_preimages_vanish() {
         let mut transform = GoldDeals::init(&Params::default()).unwrap();
         let mut out = Output::default();
-        transform.transform(&batch, &mut out).unwrap();
-        let got: Vec<_> = out.records().iter().map(|(row, _)| *row).collect();
-        assert_eq!(got, [0, 2, 3]);
+        transform.transform(&deals_batch(), &mut out).unwrap();
+        let records = out.records();
+        let rows: Vec<_> = records.iter().map(|r| r.source_row).collect();
+        assert_eq!(rows, [0, 2, 3]);
         let expected_value = r#"{"documentId":"d1","eventTimestamp":"1970-01-01T00:00:00.000Z","owner_id":"65a1f0c2e4b0a1b2c3d4e5f6","stage":"won"}"#;
         assert_eq!(
-            out.records()[1].1,
-            Record::new().key("d1").value(expected_value)
+            records[1],
+            Record {
+                source_row: 2,
+                ..Record::new().key("d1").value(expected_value)
+            }
         );
-        assert_eq!(out.records()[2].1, Record::new().key("d2"));
+        assert_eq!(
+            records[2],
+            Record {
+                source_row: 3,
+                ..Record::new().key("d2")
+            }
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ impl Transform for Passthrough {
     }
 
     fn transform(&mut self, batch: &Batch, out: &mut Output) -> Result<(), Error> {
-        for row in batch.rows() {
+        for row in batch.rows()? {
             let mut record = Record::new().value(row.to_json());
             if let Some(topic) = &self.deletes_topic
                 && row.change_type() == ChangeType::Delete
@@ -32,4 +32,4 @@ impl Transform for Passthrough {
     }
 }
 
-sluice_transform::export_transform!(Passthrough);
+sluice_transform::export!(Passthrough);

@@ -1,14 +1,12 @@
-//! A small JSON object writer with Spark's `to_json` conventions.
+//! JSON as Spark's `to_json` writes it: nulls left out, Java-style doubles, ISO
+//! timestamps in UTC, binary as base64.
 
 use std::fmt::Write as _;
 
-use crate::batch::Value;
 use crate::time::{format_date, format_timestamp_micros, format_timestamp_ntz_micros};
+use crate::value::{Value, format_decimal};
 
-/// Writes one JSON object field by field.
-///
-/// Follows Spark's `to_json`: null fields are left out, timestamps are ISO 8601 with
-/// milliseconds (`2024-01-15T10:30:00.000Z`), binary is base64, decimals are numbers.
+/// Builds one JSON object field by field; null values are left out.
 #[derive(Debug)]
 pub struct JsonObject {
     buf: String,
@@ -23,56 +21,70 @@ impl Default for JsonObject {
 impl JsonObject {
     /// An empty object.
     pub fn new() -> JsonObject {
-        JsonObject {
-            buf: String::from("{"),
-        }
+        JsonObject::in_buffer(String::new())
     }
 
-    /// Adds a field; a null value is left out.
+    /// An empty object written at the end of `buf` (to reuse its allocation).
+    pub fn in_buffer(mut buf: String) -> JsonObject {
+        buf.clear();
+        buf.push('{');
+        JsonObject { buf }
+    }
+
+    /// Adds a field unless `value` is null.
     pub fn field(mut self, name: &str, value: Value<'_>) -> JsonObject {
-        if value == Value::Null {
-            return self;
+        self.push(name, &value);
+        self
+    }
+
+    /// Adds a field unless `value` is null, in place.
+    pub fn push(&mut self, name: &str, value: &Value<'_>) {
+        if *value == Value::Null {
+            return;
         }
         if self.buf.len() > 1 {
             self.buf.push(',');
         }
-        write_string(&mut self.buf, name);
+        write_json_string(&mut self.buf, name);
         self.buf.push(':');
-        write_value(&mut self.buf, value);
-        self
+        write_json_value(&mut self.buf, value);
     }
 
-    /// The object's text.
+    /// The finished object's text.
     pub fn finish(mut self) -> String {
         self.buf.push('}');
         self.buf
     }
 }
 
-fn write_value(buf: &mut String, value: Value<'_>) {
+/// Writes a non-null value as JSON; null writes `null`.
+pub fn write_json_value(buf: &mut String, value: &Value<'_>) {
     match value {
         Value::Null => buf.push_str("null"),
-        Value::Boolean(b) => buf.push_str(if b { "true" } else { "false" }),
+        Value::Boolean(b) => buf.push_str(if *b { "true" } else { "false" }),
         Value::Int(i) => {
             let _ = write!(buf, "{i}");
         }
-        Value::Float(f) => write_float(buf, f),
-        Value::Str(s) | Value::Text(s) => write_string(buf, s),
-        Value::Decimal(d) => buf.push_str(d),
+        Value::Float(f) => write_float(buf, *f),
+        Value::Str(s) => write_json_string(buf, s),
+        Value::Decimal(unscaled, scale) => buf.push_str(&format_decimal(*unscaled, *scale)),
         Value::Bytes(b) => {
             buf.push('"');
             write_base64(buf, b);
             buf.push('"');
         }
-        Value::Date(days) => write_string(buf, &format_date(days)),
-        Value::Timestamp(micros) => write_string(buf, &format_timestamp_micros(micros)),
-        Value::TimestampNtz(micros) => write_string(buf, &format_timestamp_ntz_micros(micros)),
+        Value::Date(days) => write_json_string(buf, &format_date(*days)),
+        Value::Timestamp(micros) => write_json_string(buf, &format_timestamp_micros(*micros)),
+        Value::TimestampNtz(micros) => {
+            write_json_string(buf, &format_timestamp_ntz_micros(*micros))
+        }
+        Value::Json(json) => buf.push_str(json),
     }
 }
 
-/// Java's `Double.toString` shape for common values: `1.0`, `2.5`, `1.0E10`; JSON has no
-/// NaN or infinity, so Spark writes them as strings.
-fn write_float(buf: &mut String, f: f64) {
+/// Writes a double as Java prints it (`1.0`, `1.0E10`); NaN and infinities as
+/// strings, as Spark does.
+pub(crate) fn write_float(buf: &mut String, f: f64) {
     if !f.is_finite() {
         let name = if f.is_nan() {
             "NaN"
@@ -81,7 +93,7 @@ fn write_float(buf: &mut String, f: f64) {
         } else {
             "-Infinity"
         };
-        write_string(buf, name);
+        write_json_string(buf, name);
     } else if f.fract() == 0.0 && f.abs() < 1e7 {
         let _ = write!(buf, "{f:.1}");
     } else if f.abs() >= 1e7 {
@@ -98,7 +110,8 @@ fn write_float(buf: &mut String, f: f64) {
     }
 }
 
-fn write_string(buf: &mut String, s: &str) {
+/// Writes `s` as a JSON string literal.
+pub fn write_json_string(buf: &mut String, s: &str) {
     buf.push('"');
     for c in s.chars() {
         match c {

@@ -12,7 +12,9 @@ pub fn format_timestamp_micros(micros: i64) -> String {
     format!("{}Z", format_timestamp_ntz_micros(micros))
 }
 
-pub(crate) fn format_timestamp_ntz_micros(micros: i64) -> String {
+/// Formats microseconds since 1970-01-01T00:00:00 (no time zone) as
+/// `yyyy-MM-ddTHH:mm:ss.SSS`.
+pub fn format_timestamp_ntz_micros(micros: i64) -> String {
     let millis = micros.div_euclid(1000);
     let (days, ms_of_day) = (millis.div_euclid(86_400_000), millis.rem_euclid(86_400_000));
     let (y, mo, d) = civil_from_days(days);
