@@ -124,6 +124,8 @@ pub fn sluice_binary() -> PathBuf {
 pub struct Extra<'a> {
     /// TOML lines for `[source]`.
     pub source: &'a str,
+    /// TOML lines for `[transform]`, after `module`.
+    pub transform: &'a str,
     /// TOML lines for `[transform.params]`.
     pub params: &'a str,
     /// TOML lines for `[sink]`.
@@ -163,6 +165,7 @@ poll_interval = "100ms"
 
 [transform]
 module = "{module}"
+{transform}
 
 [transform.params]
 {params}
@@ -179,6 +182,7 @@ connect_timeout = "10s"
             table = table.display(),
             module = module.display(),
             source = extra.source,
+            transform = extra.transform,
             params = extra.params,
             sink = extra.sink,
             kafka = extra.kafka,

@@ -48,6 +48,7 @@ fn table(dir: &Path) -> PathBuf {
 
 const SMALL_COMMITS: Extra<'static> = Extra {
     source: "batch_rows = 500",
+    transform: "",
     params: "",
     sink: "commit_rows = 1000\ncommit_interval = \"200ms\"",
     kafka: "",

@@ -1,15 +1,31 @@
 //! Generated bindings for each supported version of the WIT contract.
 
+/// The interface a `sluice:transform@1.0.0` module exports.
+pub const V1_EXPORT: &str = "sluice:transform/transformer@1.0.0";
+
 /// The interface a `sluice:transform@0.1.0` module exports.
 pub const V0_1_EXPORT: &str = "sluice:transform/transformer@0.1.0";
 
 /// The prefix every version of the transformer interface shares.
 pub const TRANSFORMER_PREFIX: &str = "sluice:transform/transformer@";
 
-/// Bindings for `sluice:transform@0.1.0`.
+/// Bindings for `sluice:transform@1.0.0`, the batch resource backed by
+/// [`crate::batch::BatchState`].
+pub mod v1 {
+    wasmtime::component::bindgen!({
+        path: "../../wit/transform.wit",
+        world: "transform",
+        with: {
+            "sluice:transform/host.batch": crate::batch::BatchState,
+        },
+        imports: { default: trappable },
+    });
+}
+
+/// Bindings for `sluice:transform@0.1.0`, the skeleton's contract.
 pub mod v0_1 {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "../../wit/v0.1/transform.wit",
         world: "transform",
     });
 }

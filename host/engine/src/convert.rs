@@ -1,121 +1,145 @@
-//! Turns an Arrow batch of change rows into the contract's columnar batch.
+//! The batch in the contract's shapes: canonical change columns, typed columns (for
+//! version 1's `columns` and version 0.1's batch).
 
-use delta_kernel::arrow::array::{
-    Array, ArrayRef, AsArray, StructArray, TimestampMicrosecondArray,
-};
+use std::sync::Arc;
+
+use delta_kernel::arrow::array::{Array, ArrayRef, AsArray, TimestampMicrosecondArray};
 use delta_kernel::arrow::buffer::NullBuffer;
 use delta_kernel::arrow::compute::cast;
 use delta_kernel::arrow::datatypes::{
-    DataType, Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimeUnit,
+    DataType, Date32Type, Field, Float32Type, Float64Type, Int32Type, Int64Type, Schema, TimeUnit,
 };
 use delta_kernel::arrow::record_batch::RecordBatch;
 use delta_kernel::arrow::util::display::{ArrayFormatter, FormatOptions};
+use sluice_model::helpers::{CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
+use sluice_model::leaf_columns;
 
-use crate::contract::v0_1::sluice::transform::types as wit;
+use crate::contract::{v0_1, v1::sluice::transform::types as wit};
 
-/// Name of the change type column in a change feed batch.
-pub const CHANGE_TYPE: &str = "_change_type";
-/// Name of the commit version column in a change feed batch.
-pub const COMMIT_VERSION: &str = "_commit_version";
-/// Name of the commit timestamp column in a change feed batch.
-pub const COMMIT_TIMESTAMP: &str = "_commit_timestamp";
-
-/// Converts a change feed batch; data columns keep their order, structs are flattened.
-pub fn change_batch(batch: &RecordBatch) -> Result<wit::ChangeBatch, String> {
-    let num_rows = batch.num_rows();
-    let mut columns = Vec::new();
+/// The batch with its change columns in the contract's types: `_change_type` utf8,
+/// `_commit_version` int64, `_commit_timestamp` timestamp (microseconds, UTC).
+pub fn normalize(batch: &RecordBatch) -> Result<RecordBatch, String> {
     let schema = batch.schema();
-    for (field, array) in schema.fields().iter().zip(batch.columns()) {
-        if matches!(
-            field.name().as_str(),
-            CHANGE_TYPE | COMMIT_VERSION | COMMIT_TIMESTAMP
-        ) {
-            continue;
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(batch.num_columns());
+    for name in CHANGE_COLUMNS {
+        if batch.column_by_name(name).is_none() {
+            return Err(format!("the batch has no `{name}` column"));
         }
-        flatten(field.name(), array, None, &mut columns)?;
     }
-    Ok(wit::ChangeBatch {
-        num_rows: u32::try_from(num_rows)
-            .map_err(|_| format!("{num_rows} rows is too many for one batch"))?,
-        columns,
-        change_types: change_types(batch)?,
-        commit_versions: commit_versions(batch)?,
-        commit_timestamps: commit_timestamps(batch)?,
-    })
+    for (field, array) in schema.fields().iter().zip(batch.columns()) {
+        let wanted = match field.name().as_str() {
+            CHANGE_TYPE => Some(DataType::Utf8),
+            COMMIT_VERSION => Some(DataType::Int64),
+            COMMIT_TIMESTAMP => Some(DataType::Timestamp(
+                TimeUnit::Microsecond,
+                Some("UTC".into()),
+            )),
+            _ => None,
+        };
+        match wanted {
+            Some(ty) if array.data_type() != &ty => {
+                columns
+                    .push(cast(array, &ty).map_err(|e| format!("column `{}`: {e}", field.name()))?);
+                fields.push(Arc::new(Field::new(field.name(), ty, field.is_nullable())));
+            }
+            _ => {
+                columns.push(array.clone());
+                fields.push(field.clone());
+            }
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
 }
 
-fn required<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef, String> {
-    batch
-        .column_by_name(name)
-        .ok_or_else(|| format!("the batch has no `{name}` column"))
-}
-
-fn change_types(batch: &RecordBatch) -> Result<Vec<wit::ChangeType>, String> {
-    let column = cast(required(batch, CHANGE_TYPE)?, &DataType::Utf8).map_err(|e| e.to_string())?;
-    column
-        .as_string::<i32>()
-        .iter()
-        .map(|value| match value {
-            Some("insert") => Ok(wit::ChangeType::Insert),
-            Some("update_preimage") => Ok(wit::ChangeType::UpdatePreimage),
-            Some("update_postimage") => Ok(wit::ChangeType::UpdatePostimage),
-            Some("delete") => Ok(wit::ChangeType::Delete),
-            other => Err(format!("unknown _change_type {other:?}")),
+/// The data columns named (all when `names` is empty) in typed form.
+pub fn columns(batch: &RecordBatch, names: &[String]) -> Result<Vec<wit::Column>, String> {
+    let leaves = leaf_columns(batch, &CHANGE_COLUMNS);
+    let chosen: Vec<_> = if names.is_empty() {
+        leaves.iter().collect()
+    } else {
+        names
+            .iter()
+            .map(|name| {
+                leaves
+                    .iter()
+                    .find(|leaf| &leaf.name == name)
+                    .ok_or_else(|| format!("The batch has no column named `{name}`."))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    chosen
+        .into_iter()
+        .map(|leaf| {
+            let values = column_values(&leaf.array, leaf.nulls.as_ref())
+                .map_err(|e| format!("column `{}`: {e}", leaf.name))?;
+            Ok(wit::Column {
+                name: leaf.name.clone(),
+                values,
+            })
         })
         .collect()
 }
 
-fn commit_versions(batch: &RecordBatch) -> Result<Vec<i64>, String> {
-    let column =
-        cast(required(batch, COMMIT_VERSION)?, &DataType::Int64).map_err(|e| e.to_string())?;
-    Ok(column
-        .as_primitive::<Int64Type>()
-        .iter()
-        .map(|v| v.unwrap_or_default())
-        .collect())
+/// `_commit_version` of each row of a normalized batch.
+pub fn commit_versions(batch: &RecordBatch) -> Vec<i64> {
+    batch
+        .column_by_name(COMMIT_VERSION)
+        .map(|c| c.as_primitive::<Int64Type>().values().to_vec())
+        .unwrap_or_default()
 }
 
-fn commit_timestamps(batch: &RecordBatch) -> Result<Vec<i64>, String> {
-    let column = cast(
-        required(batch, COMMIT_TIMESTAMP)?,
-        &DataType::Timestamp(TimeUnit::Microsecond, None),
-    )
-    .map_err(|e| e.to_string())?;
-    let column = column
-        .as_any()
-        .downcast_ref::<TimestampMicrosecondArray>()
-        .ok_or("`_commit_timestamp` is not a timestamp")?;
-    Ok(column.iter().map(|v| v.unwrap_or_default()).collect())
+/// `_commit_timestamp` of each row of a normalized batch, in microseconds.
+pub fn commit_timestamps(batch: &RecordBatch) -> Vec<i64> {
+    batch
+        .column_by_name(COMMIT_TIMESTAMP)
+        .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
+        .map(|c| c.values().to_vec())
+        .unwrap_or_default()
 }
 
-/// Adds `array` (or its leaf fields, for a struct) to `out`; `parent_nulls` are the
-/// enclosing structs' nulls, which Arrow does not push down into children.
-fn flatten(
-    name: &str,
-    array: &ArrayRef,
-    parent_nulls: Option<&NullBuffer>,
-    out: &mut Vec<wit::Column>,
-) -> Result<(), String> {
-    let nulls = NullBuffer::union(parent_nulls, array.logical_nulls().as_ref());
-    if let DataType::Struct(fields) = array.data_type() {
-        let structs: &StructArray = array.as_struct();
-        for (field, child) in fields.iter().zip(structs.columns()) {
-            flatten(
-                &format!("{name}.{}", field.name()),
-                child,
-                nulls.as_ref(),
-                out,
-            )?;
-        }
-        return Ok(());
-    }
-    let values =
-        column_values(array, nulls.as_ref()).map_err(|e| format!("column `{name}`: {e}"))?;
-    out.push(wit::Column {
-        name: name.to_string(),
-        values,
-    });
-    Ok(())
+/// A normalized batch as the skeleton contract's columnar batch.
+pub fn change_batch_v0_1(
+    batch: &RecordBatch,
+) -> Result<v0_1::sluice::transform::types::ChangeBatch, String> {
+    use v0_1::sluice::transform::types as old;
+    let changes = sluice_model::helpers::change_types(batch).map_err(|e| e.0)?;
+    let num_rows = u32::try_from(batch.num_rows())
+        .map_err(|_| format!("{} rows is too many for one batch", batch.num_rows()))?;
+    Ok(old::ChangeBatch {
+        num_rows,
+        columns: columns(batch, &[])?
+            .into_iter()
+            .map(|c| old::Column {
+                name: c.name,
+                values: match c.values {
+                    wit::ColumnValues::Boolean(v) => old::ColumnValues::Boolean(v),
+                    wit::ColumnValues::Int32(v) => old::ColumnValues::Int32(v),
+                    wit::ColumnValues::Int64(v) => old::ColumnValues::Int64(v),
+                    wit::ColumnValues::Float32(v) => old::ColumnValues::Float32(v),
+                    wit::ColumnValues::Float64(v) => old::ColumnValues::Float64(v),
+                    wit::ColumnValues::Utf8(v) => old::ColumnValues::Utf8(v),
+                    wit::ColumnValues::Binary(v) => old::ColumnValues::Binary(v),
+                    wit::ColumnValues::Date(v) => old::ColumnValues::Date(v),
+                    wit::ColumnValues::Timestamp(v) => old::ColumnValues::Timestamp(v),
+                    wit::ColumnValues::TimestampNtz(v) => old::ColumnValues::TimestampNtz(v),
+                    wit::ColumnValues::Decimal(v) => old::ColumnValues::Decimal(v),
+                    wit::ColumnValues::Text(v) => old::ColumnValues::Text(v),
+                },
+            })
+            .collect(),
+        change_types: changes
+            .into_iter()
+            .map(|c| match c {
+                sluice_model::ChangeType::Insert => old::ChangeType::Insert,
+                sluice_model::ChangeType::UpdatePreimage => old::ChangeType::UpdatePreimage,
+                sluice_model::ChangeType::UpdatePostimage => old::ChangeType::UpdatePostimage,
+                sluice_model::ChangeType::Delete => old::ChangeType::Delete,
+            })
+            .collect(),
+        commit_versions: commit_versions(batch),
+        commit_timestamps: commit_timestamps(batch),
+    })
 }
 
 fn column_values(
@@ -216,7 +240,7 @@ fn formatted(
 mod tests {
     use std::sync::Arc;
 
-    use delta_kernel::arrow::array::{Int64Array, StringArray};
+    use delta_kernel::arrow::array::{Int64Array, StringArray, StructArray};
     use delta_kernel::arrow::datatypes::{Field, Fields, Schema};
 
     use super::*;
@@ -258,13 +282,15 @@ mod tests {
         let (fields, arrays): (Vec<_>, Vec<_>) = columns.into_iter().unzip();
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).unwrap();
 
-        let converted = change_batch(&batch).unwrap();
+        let converted = change_batch_v0_1(&normalize(&batch).unwrap()).unwrap();
 
         assert_eq!(converted.num_rows, 2);
         assert_eq!(converted.columns.len(), 1);
         assert_eq!(converted.columns[0].name, "doc.owner_id");
         match &converted.columns[0].values {
-            wit::ColumnValues::Utf8(v) => assert_eq!(v, &[Some("a".to_string()), None]),
+            v0_1::sluice::transform::types::ColumnValues::Utf8(v) => {
+                assert_eq!(v, &[Some("a".to_string()), None])
+            }
             other => panic!("unexpected {other:?}"),
         }
         assert_eq!(converted.commit_versions, [3, 3]);
@@ -276,7 +302,7 @@ mod tests {
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
         let batch =
             RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
-        let err = change_batch(&batch).unwrap_err();
+        let err = normalize(&batch).unwrap_err();
         assert!(err.contains(CHANGE_TYPE), "{err}");
     }
 }

@@ -107,6 +107,8 @@ pub enum TrapKind {
     Deadline,
     /// The module grew its memory past the cap.
     Memory,
+    /// The module used up its fuel budget for the batch.
+    Fuel,
     /// The module panicked or hit `unreachable`.
     Panic,
     /// Any other trap.
@@ -118,6 +120,7 @@ impl std::fmt::Display for TrapKind {
         f.write_str(match self {
             TrapKind::Deadline => "deadline exceeded",
             TrapKind::Memory => "memory limit exceeded",
+            TrapKind::Fuel => "fuel budget exhausted",
             TrapKind::Panic => "panic",
             TrapKind::Other => "trap",
         })

@@ -1,160 +1,266 @@
 //! One running transform instance and the per-batch call.
 
-use std::time::Duration;
-
 use delta_kernel::arrow::record_batch::RecordBatch;
-use wasmtime::component::ResourceTable;
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
+use sluice_model::Record;
+use wasmtime::Store;
+use wasmtime::component::{Resource, ResourceTable};
 
-use crate::contract::v0_1;
+use crate::batch::BatchState;
+use crate::contract::{v0_1, v1};
 use crate::convert;
 use crate::error::{EngineError, TransformError, TrapKind};
-use crate::module::EngineConfig;
+use crate::limits::{Limiter, MemoryCapExceeded};
+use crate::log::ModuleLog;
+use crate::module::{EngineConfig, ModulePre};
 
-use v0_1::sluice::transform::types as wit;
-
-/// What a store holds for its instance: only its limits; the sandbox grants nothing.
+/// What a store holds for its instance: its limits, its log and the resources it was
+/// lent. The sandbox grants nothing else.
 pub(crate) struct HostState {
-    limits: StoreLimits,
-    _table: ResourceTable,
+    pub(crate) limiter: Limiter,
+    pub(crate) table: ResourceTable,
+    pub(crate) log: ModuleLog,
 }
 
-/// A record a transform returned.
+/// A record a transform made.
+pub type OutputRecord = Record;
+
+/// A row the module rejected, with its reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OutputRecord {
-    /// Index, within the batch, of the row it was made from.
-    pub source_row: u32,
-    /// Topic to produce to; the pipeline's topic when absent.
-    pub topic: Option<String>,
-    /// Record key.
-    pub key: Option<Vec<u8>>,
-    /// Record value; absent is a tombstone.
-    pub value: Option<Vec<u8>>,
-    /// Record headers.
-    pub headers: Vec<(String, Vec<u8>)>,
+pub struct RejectedRow {
+    /// The row's index within the batch.
+    pub row: u32,
+    /// The module's reason.
+    pub message: String,
+}
+
+/// What a module made of one batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BatchOutput {
+    /// The records, in the order the module emitted them.
+    pub records: Vec<OutputRecord>,
+    /// The rows it rejected, in the order it rejected them.
+    pub rejected: Vec<RejectedRow>,
+}
+
+enum Bindings {
+    V1(v1::Transform),
+    V0_1(v0_1::Transform),
 }
 
 /// An initialised instance of a transform module.
 pub struct TransformInstance {
     store: Store<HostState>,
-    bindings: v0_1::Transform,
+    bindings: Bindings,
     module: String,
-    deadline_ticks: u64,
+    config: EngineConfig,
 }
 
 impl TransformInstance {
     pub(crate) fn start(
         engine: &wasmtime::Engine,
         config: &EngineConfig,
-        pre: &v0_1::TransformPre<HostState>,
+        pre: &ModulePre,
         module: &str,
         params: &[(String, String)],
     ) -> Result<TransformInstance, EngineError> {
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(config.memory_limit_bytes)
-            .trap_on_grow_failure(true)
-            .build();
         let mut store = Store::new(
             engine,
             HostState {
-                limits,
-                _table: ResourceTable::new(),
+                limiter: Limiter::new(config.memory_limit_bytes),
+                table: ResourceTable::new(),
+                log: ModuleLog::new(module, config.log_messages_per_second),
             },
         );
-        store.limiter(|state| &mut state.limits);
-        let deadline_ticks = deadline_ticks(config.batch_deadline);
-        store.set_epoch_deadline(deadline_ticks);
-        let bindings = pre
-            .instantiate(&mut store)
-            .map_err(|e| EngineError::Instantiate {
-                module: module.to_string(),
-                reason: format!("{e:#}"),
-            })?;
-        store.set_epoch_deadline(deadline_ticks);
-        bindings
-            .sluice_transform_transformer()
-            .call_init(&mut store, params)
-            .map_err(|e| EngineError::InitTrap {
-                module: module.to_string(),
-                kind: trap_kind(&e),
-                message: format!("{e:#}"),
-            })?
-            .map_err(|message| EngineError::Init {
-                module: module.to_string(),
-                message,
-            })?;
+        store.limiter(|state| &mut state.limiter);
+        let instantiate_error = |e: wasmtime::Error| EngineError::Instantiate {
+            module: module.to_string(),
+            reason: format!("{e:#}"),
+        };
+        arm(&mut store, config).map_err(instantiate_error)?;
+        let bindings = match pre {
+            ModulePre::V1(pre) => {
+                Bindings::V1(pre.instantiate(&mut store).map_err(instantiate_error)?)
+            }
+            ModulePre::V0_1(pre) => {
+                Bindings::V0_1(pre.instantiate(&mut store).map_err(instantiate_error)?)
+            }
+        };
+        arm(&mut store, config).map_err(instantiate_error)?;
+        let init = match &bindings {
+            Bindings::V1(b) => b
+                .sluice_transform_transformer()
+                .call_init(&mut store, params),
+            Bindings::V0_1(b) => b
+                .sluice_transform_transformer()
+                .call_init(&mut store, params),
+        };
+        init.map_err(|e| EngineError::InitTrap {
+            module: module.to_string(),
+            kind: trap_kind(&e),
+            message: format!("{e:#}"),
+        })?
+        .map_err(|message| EngineError::Init {
+            module: module.to_string(),
+            message,
+        })?;
         Ok(TransformInstance {
             store,
             bindings,
             module: module.to_string(),
-            deadline_ticks,
+            config: config.clone(),
         })
     }
 
     /// Transforms one batch of change rows (data columns plus `_change_type`,
-    /// `_commit_version`, `_commit_timestamp`) into the records to produce.
+    /// `_commit_version`, `_commit_timestamp`) into records and rejected rows.
     ///
     /// After a [`TransformError::Trap`] the instance must be dropped.
-    pub fn transform(&mut self, batch: &RecordBatch) -> Result<Vec<OutputRecord>, TransformError> {
-        let input = convert::change_batch(batch).map_err(|message| TransformError::Input {
+    pub fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError> {
+        let batch = convert::normalize(batch).map_err(|message| self.input_error(message))?;
+        let num_rows = batch.num_rows() as u32;
+        arm(&mut self.store, &self.config).map_err(|e| self.trap(&e))?;
+        let output = match &self.bindings {
+            Bindings::V1(bindings) => {
+                let state = BatchState::new(batch, self.config.max_output_bytes);
+                let handle = self
+                    .store
+                    .data_mut()
+                    .table
+                    .push(state)
+                    .map_err(|e| self.input_error(e.to_string()))?;
+                let borrowed = Resource::<BatchState>::new_borrow(handle.rep());
+                let called = bindings
+                    .sluice_transform_transformer()
+                    .call_transform(&mut self.store, borrowed);
+                let state = self.store.data_mut().table.delete(handle);
+                let result = called.map_err(|e| self.trap(&e))?;
+                let state = state.map_err(|e| self.input_error(e.to_string()))?;
+                if let Some(message) = state.bad_output {
+                    return Err(self.bad_output(message));
+                }
+                result.map_err(|e| self.reported(e))?;
+                BatchOutput {
+                    records: state.records,
+                    rejected: state
+                        .rejected
+                        .into_iter()
+                        .map(|(row, message)| RejectedRow { row, message })
+                        .collect(),
+                }
+            }
+            Bindings::V0_1(bindings) => {
+                let input = convert::change_batch_v0_1(&batch)
+                    .map_err(|message| self.input_error(message))?;
+                let records = bindings
+                    .sluice_transform_transformer()
+                    .call_transform(&mut self.store, &input)
+                    .map_err(|e| self.trap(&e))?
+                    .map_err(|e| self.reported_v0_1(e))?;
+                let records = records
+                    .into_iter()
+                    .map(|r| Record {
+                        source_row: r.source_row,
+                        topic: r.topic,
+                        partition: None,
+                        key: r.key,
+                        value: r.value,
+                        headers: r.headers.into_iter().map(|h| (h.key, h.value)).collect(),
+                    })
+                    .collect();
+                BatchOutput {
+                    records,
+                    rejected: Vec::new(),
+                }
+            }
+        };
+        if let Some(bad) = output.records.iter().find(|r| r.source_row >= num_rows) {
+            return Err(self.bad_output(format!(
+                "a record names source row {} but the batch has {num_rows} rows",
+                bad.source_row
+            )));
+        }
+        Ok(output)
+    }
+
+    /// Whether the instance's memory grew past the recycling threshold, so the caller
+    /// should replace it with a fresh one between batches.
+    pub fn wants_recycling(&self) -> bool {
+        self.store.data().limiter.memory_peak > self.config.recycle_memory_bytes
+    }
+
+    fn input_error(&self, message: String) -> TransformError {
+        TransformError::Input {
             module: self.module.clone(),
             message,
-        })?;
-        self.store.set_epoch_deadline(self.deadline_ticks);
-        let result = self
-            .bindings
-            .sluice_transform_transformer()
-            .call_transform(&mut self.store, &input)
-            .map_err(|e| TransformError::Trap {
-                module: self.module.clone(),
-                kind: trap_kind(&e),
-                message: format!("{e:#}"),
-            })?;
-        let records = result.map_err(|e| match e {
-            wit::TransformError::Row(r) => TransformError::Row {
+        }
+    }
+
+    fn bad_output(&self, message: String) -> TransformError {
+        TransformError::BadOutput {
+            module: self.module.clone(),
+            message,
+        }
+    }
+
+    fn trap(&self, error: &wasmtime::Error) -> TransformError {
+        TransformError::Trap {
+            module: self.module.clone(),
+            kind: trap_kind(error),
+            message: format!("{error:#}"),
+        }
+    }
+
+    fn reported(&self, error: v1::sluice::transform::types::TransformError) -> TransformError {
+        use v1::sluice::transform::types::TransformError as E;
+        match error {
+            E::Row(r) => TransformError::Row {
                 module: self.module.clone(),
                 row: r.row,
                 message: r.message,
             },
-            wit::TransformError::Batch(message) => TransformError::Batch {
+            E::Batch(message) => TransformError::Batch {
                 module: self.module.clone(),
                 message,
             },
-        })?;
-        records
-            .into_iter()
-            .map(|r| {
-                if r.source_row >= input.num_rows {
-                    return Err(TransformError::BadOutput {
-                        module: self.module.clone(),
-                        message: format!(
-                            "a record names source row {} but the batch has {} rows",
-                            r.source_row, input.num_rows
-                        ),
-                    });
-                }
-                Ok(OutputRecord {
-                    source_row: r.source_row,
-                    topic: r.topic,
-                    key: r.key,
-                    value: r.value,
-                    headers: r.headers.into_iter().map(|h| (h.key, h.value)).collect(),
-                })
-            })
-            .collect()
+        }
+    }
+
+    fn reported_v0_1(
+        &self,
+        error: v0_1::sluice::transform::types::TransformError,
+    ) -> TransformError {
+        use v0_1::sluice::transform::types::TransformError as E;
+        match error {
+            E::Row(r) => TransformError::Row {
+                module: self.module.clone(),
+                row: r.row,
+                message: r.message,
+            },
+            E::Batch(message) => TransformError::Batch {
+                module: self.module.clone(),
+                message,
+            },
+        }
     }
 }
 
-fn deadline_ticks(deadline: Duration) -> u64 {
-    (deadline.as_millis() / 10).max(1) as u64
+/// Sets the deadline (and fuel, when budgeted) for the next call.
+fn arm(store: &mut Store<HostState>, config: &EngineConfig) -> wasmtime::Result<()> {
+    store.set_epoch_deadline(config.deadline_ticks());
+    if let Some(fuel) = config.fuel_per_batch {
+        store.set_fuel(fuel)?;
+    }
+    Ok(())
 }
 
 fn trap_kind(error: &wasmtime::Error) -> TrapKind {
+    if error.downcast_ref::<MemoryCapExceeded>().is_some() {
+        return TrapKind::Memory;
+    }
     match error.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::Interrupt) => TrapKind::Deadline,
+        Some(wasmtime::Trap::OutOfFuel) => TrapKind::Fuel,
         Some(wasmtime::Trap::UnreachableCodeReached) => TrapKind::Panic,
-        Some(_) => TrapKind::Other,
-        None if format!("{error:#}").contains("memory growth failure") => TrapKind::Memory,
-        None => TrapKind::Other,
+        _ => TrapKind::Other,
     }
 }

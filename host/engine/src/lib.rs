@@ -1,19 +1,24 @@
 //! Runs Sluice transform components in wasmtime.
 //!
-//! This crate narrows wasmtime to what Sluice needs: the component model, a memory cap
-//! and a per-batch deadline for every instance, and a linker that grants nothing, so a
-//! module has no files, network, environment or clocks. Modules are checked against
-//! the `sluice:transform` contract when they are loaded, and called once per batch.
+//! This crate narrows wasmtime to what Sluice needs: the component model, a memory cap,
+//! a per-batch deadline and an optional fuel budget for every instance, a pooling
+//! allocator sized from those limits, compiled modules cached by content digest, and a
+//! linker that grants only the contract's own `host` interface, so a module has no
+//! files, network, environment or clocks. Modules are checked against the
+//! `sluice:transform` contract when they are loaded, and called once per batch.
 
+mod batch;
 mod contract;
 mod convert;
 mod error;
 mod instance;
+mod limits;
+mod log;
 mod module;
 
 pub use error::{EngineError, TransformError, TrapKind};
-pub use instance::{OutputRecord, TransformInstance};
-pub use module::{EngineConfig, TransformEngine, TransformModule};
+pub use instance::{BatchOutput, OutputRecord, RejectedRow, TransformInstance};
+pub use module::{Contract, EngineConfig, TransformEngine, TransformModule};
 
 /// The contract versions this host can run, newest first.
-pub const SUPPORTED_CONTRACTS: &[&str] = &[contract::V0_1_EXPORT];
+pub const SUPPORTED_CONTRACTS: &[&str] = &[contract::V1_EXPORT, contract::V0_1_EXPORT];

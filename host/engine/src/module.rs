@@ -1,27 +1,42 @@
 //! The Wasm engine and loaded transform modules.
 
-use std::path::Path;
+use std::hash::{Hash as _, Hasher as _};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sha2::Digest as _;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::contract::{self, v0_1};
+use crate::contract::{self, v0_1, v1};
 use crate::error::EngineError;
 use crate::instance::{HostState, TransformInstance};
 
 /// How often the engine's epoch advances; deadlines are counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Limits every transform instance runs under.
+/// Limits every transform instance runs under, and how the engine is set up.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Most linear memory one instance may grow to, in bytes.
     pub memory_limit_bytes: usize,
     /// Longest one `init` or `transform` call may run before it is interrupted.
     pub batch_deadline: Duration,
+    /// Fuel (roughly, Wasm instructions) one call may use; unlimited when `None`.
+    /// Deterministic, unlike the deadline, at a cost of about 10-15% speed.
+    pub fuel_per_batch: Option<u64>,
+    /// Most bytes of keys, values and headers one batch may produce.
+    pub max_output_bytes: usize,
+    /// An instance whose memory grew past this is replaced between batches.
+    pub recycle_memory_bytes: usize,
+    /// Instance slots the pooling allocator reserves; 0 allocates on demand.
+    pub pooled_instances: u32,
+    /// Where compiled modules are cached by content digest; no cache when `None`.
+    pub cache_dir: Option<PathBuf>,
+    /// Log messages per second one instance may write before they are dropped.
+    pub log_messages_per_second: u32,
 }
 
 impl Default for EngineConfig {
@@ -29,7 +44,19 @@ impl Default for EngineConfig {
         EngineConfig {
             memory_limit_bytes: 256 * 1024 * 1024,
             batch_deadline: Duration::from_secs(10),
+            fuel_per_batch: None,
+            max_output_bytes: 256 * 1024 * 1024,
+            recycle_memory_bytes: 128 * 1024 * 1024,
+            pooled_instances: 16,
+            cache_dir: None,
+            log_messages_per_second: 20,
         }
+    }
+}
+
+impl EngineConfig {
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        (self.batch_deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
     }
 }
 
@@ -45,7 +72,12 @@ impl TransformEngine {
     /// Creates the engine and starts its epoch ticker.
     pub fn new(config: EngineConfig) -> Result<TransformEngine, EngineError> {
         let mut wasm = wasmtime::Config::new();
-        wasm.wasm_component_model(true).epoch_interruption(true);
+        wasm.wasm_component_model(true)
+            .epoch_interruption(true)
+            .consume_fuel(config.fuel_per_batch.is_some());
+        if config.pooled_instances > 0 {
+            wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(&config)));
+        }
         let engine =
             wasmtime::Engine::new(&wasm).map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let ticker_stop = Arc::new(AtomicBool::new(false));
@@ -85,31 +117,30 @@ impl TransformEngine {
             Some([0, b'a', b's', b'm', ..]) => {}
             _ => return Err(EngineError::NotWasm { path: path_buf }),
         }
-        let component = Component::new(&self.engine, bytes).map_err(|e| EngineError::Invalid {
-            path: path_buf.clone(),
-            reason: format!("{e:#}"),
-        })?;
-        check_contract(&self.engine, &component, &path_buf)?;
-        let linker: Linker<HostState> = Linker::new(&self.engine);
-        let pre = linker.instantiate_pre(&component).map_err(|e| {
-            let component_type = component.component_type();
-            let import = component_type
-                .imports(&self.engine)
-                .next()
-                .map_or_else(|| format!("{e:#}"), |(name, _)| name.to_string());
-            EngineError::ForbiddenImport {
-                path: path_buf.clone(),
-                import,
-            }
-        })?;
-        let pre = v0_1::TransformPre::new(pre).map_err(|e| EngineError::Invalid {
-            path: path_buf.clone(),
-            reason: format!("{e:#}"),
-        })?;
-        let digest = sha2::Sha256::digest(bytes)
+        let digest: String = sha2::Sha256::digest(bytes)
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
+        let component = self.compile(&path_buf, bytes, &digest)?;
+        let version = check_contract(&self.engine, &component, &path_buf)?;
+        check_imports(&self.engine, &component, &path_buf, version)?;
+        let mut linker: Linker<HostState> = Linker::new(&self.engine);
+        let invalid = |e: wasmtime::Error| EngineError::Invalid {
+            path: path_buf.clone(),
+            reason: format!("{e:#}"),
+        };
+        let pre = match version {
+            Contract::V1 => {
+                v1::Transform::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+                    .map_err(invalid)?;
+                let pre = linker.instantiate_pre(&component).map_err(invalid)?;
+                ModulePre::V1(v1::TransformPre::new(pre).map_err(invalid)?)
+            }
+            Contract::V0_1 => {
+                let pre = linker.instantiate_pre(&component).map_err(invalid)?;
+                ModulePre::V0_1(v0_1::TransformPre::new(pre).map_err(invalid)?)
+            }
+        };
         let name = path.file_stem().map_or_else(
             || path.display().to_string(),
             |s| s.to_string_lossy().into_owned(),
@@ -117,10 +148,59 @@ impl TransformEngine {
         Ok(TransformModule {
             name,
             digest,
+            contract: version,
             engine: self.engine.clone(),
             config: self.config.clone(),
             pre,
         })
+    }
+
+    /// Compiles the component, or reads it from the cache of compiled modules. Cached
+    /// files are keyed by the module's digest and the engine's settings, and written
+    /// only by this function.
+    fn compile(&self, path: &Path, bytes: &[u8], digest: &str) -> Result<Component, EngineError> {
+        let invalid = |e: wasmtime::Error| EngineError::Invalid {
+            path: path.to_path_buf(),
+            reason: format!("{e:#}"),
+        };
+        let Some(dir) = &self.config.cache_dir else {
+            return Component::new(&self.engine, bytes).map_err(invalid);
+        };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.engine
+            .precompile_compatibility_hash()
+            .hash(&mut hasher);
+        let cached = dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()));
+        if cached.exists() {
+            // SAFETY: the file was written by `Component::serialize` below for this
+            // engine configuration (the name carries its compatibility hash).
+            match unsafe { Component::deserialize_file(&self.engine, &cached) } {
+                Ok(component) => return Ok(component),
+                Err(e) => tracing::warn!(
+                    path = %cached.display(),
+                    error = %e,
+                    "A cached compiled module could not be read; compiling it again."
+                ),
+            }
+        }
+        let component = Component::new(&self.engine, bytes).map_err(invalid)?;
+        let written = component
+            .serialize()
+            .map_err(|e| e.to_string())
+            .and_then(|compiled| {
+                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+                let partial = cached.with_extension("partial");
+                std::fs::write(&partial, compiled).map_err(|e| e.to_string())?;
+                std::fs::rename(&partial, &cached).map_err(|e| e.to_string())
+            });
+        if let Err(error) = written {
+            tracing::warn!(
+                path = %cached.display(),
+                %error,
+                "Could not cache the compiled module; it will be compiled again next start."
+            );
+        }
+        Ok(component)
     }
 }
 
@@ -130,18 +210,62 @@ impl Drop for TransformEngine {
     }
 }
 
+/// The pooling allocator's slots, sized from the instance limits. Guests built by
+/// interpreters (JavaScript, Python) hold several core instances, memories and large
+/// tables, so the per-component counts are generous.
+fn pooling(config: &EngineConfig) -> PoolingAllocationConfig {
+    let instances = config.pooled_instances;
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(instances)
+        .total_core_instances(instances * 16)
+        .total_memories(instances * 4)
+        .total_tables(instances * 16)
+        .max_core_instances_per_component(64)
+        .max_memories_per_component(16)
+        .max_tables_per_component(64)
+        .max_memories_per_module(2)
+        .max_tables_per_module(8)
+        .table_elements(100_000)
+        .max_core_instance_size(16 * 1024 * 1024)
+        .max_component_instance_size(16 * 1024 * 1024)
+        .max_memory_size(config.memory_limit_bytes);
+    pool
+}
+
+/// The contract versions a module can be built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contract {
+    /// `sluice:transform@1.0.0`.
+    V1,
+    /// `sluice:transform@0.1.0`, the skeleton's.
+    V0_1,
+}
+
+impl Contract {
+    /// The contract's package version.
+    pub fn version(self) -> &'static str {
+        match self {
+            Contract::V1 => "1.0.0",
+            Contract::V0_1 => "0.1.0",
+        }
+    }
+}
+
 fn check_contract(
     engine: &wasmtime::Engine,
     component: &Component,
     path: &Path,
-) -> Result<(), EngineError> {
+) -> Result<Contract, EngineError> {
     let component_type = component.component_type();
     let exports: Vec<String> = component_type
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
+    if exports.iter().any(|name| name == contract::V1_EXPORT) {
+        return Ok(Contract::V1);
+    }
     if exports.iter().any(|name| name == contract::V0_1_EXPORT) {
-        return Ok(());
+        return Ok(Contract::V0_1);
     }
     match exports
         .iter()
@@ -159,13 +283,46 @@ fn check_contract(
     }
 }
 
+/// Refuses a module that imports anything but the contract's own interfaces.
+fn check_imports(
+    engine: &wasmtime::Engine,
+    component: &Component,
+    path: &Path,
+    version: Contract,
+) -> Result<(), EngineError> {
+    let allowed = |name: &str| {
+        name.strip_prefix("sluice:transform/")
+            .and_then(|rest| rest.split_once('@'))
+            .is_some_and(|(_, v)| v == version.version())
+    };
+    let component_type = component.component_type();
+    let forbidden = component_type
+        .imports(engine)
+        .map(|(name, _)| name.to_string())
+        .find(|name| !allowed(name));
+    match forbidden {
+        Some(import) => Err(EngineError::ForbiddenImport {
+            path: path.to_path_buf(),
+            import,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A checked component, linked and ready to instantiate.
+pub(crate) enum ModulePre {
+    V1(v1::TransformPre<HostState>),
+    V0_1(v0_1::TransformPre<HostState>),
+}
+
 /// A compiled transform module, ready to instantiate.
 pub struct TransformModule {
     name: String,
     digest: String,
+    contract: Contract,
     engine: wasmtime::Engine,
     config: EngineConfig,
-    pre: v0_1::TransformPre<HostState>,
+    pre: ModulePre,
 }
 
 impl TransformModule {
@@ -177,6 +334,11 @@ impl TransformModule {
     /// SHA-256 of the module's bytes, in hex: which code made a record.
     pub fn digest(&self) -> &str {
         &self.digest
+    }
+
+    /// The contract version the module was built for.
+    pub fn contract(&self) -> Contract {
+        self.contract
     }
 
     /// Starts a fresh instance and calls its `init` with `params`.

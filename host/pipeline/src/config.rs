@@ -79,6 +79,48 @@ pub struct TransformSection {
     /// Longest one batch may take in the module (default `10s`).
     #[serde(default = "default_batch_timeout", with = "humantime_serde")]
     pub batch_timeout: Duration,
+    /// Fuel (about one unit per Wasm instruction) one batch may use; unlimited when
+    /// unset. Deterministic where `batch_timeout` is not, at ~10-15% of speed.
+    #[serde(default)]
+    pub fuel_per_batch: Option<u64>,
+    /// Most MiB of keys, values and headers one batch may produce (default 256).
+    #[serde(default = "default_max_output_mib")]
+    pub max_output_mib: usize,
+    /// An instance whose memory grew past this many MiB is replaced by a fresh one
+    /// between batches (default: half of `memory_limit_mib`).
+    #[serde(default)]
+    pub recycle_memory_mib: Option<usize>,
+    /// Log messages per second one instance may write; more are dropped and counted
+    /// (default 20).
+    #[serde(default = "default_log_messages_per_second")]
+    pub log_messages_per_second: u32,
+    /// Where compiled modules are cached by digest (default
+    /// `$HOME/.cache/sluice/modules`; relative to the config file). Set to `""` to
+    /// compile at every start.
+    #[serde(default)]
+    pub module_cache_dir: Option<PathBuf>,
+    /// What happens to a row the module rejects or fails on, and to a batch it traps
+    /// on twice: `fail` (default; stop, position before the row), `skip` (count and
+    /// log), `dead-letter` (produce the row and the error to `dead_letter_topic`, in
+    /// the same transaction as the good records).
+    #[serde(default)]
+    pub on_error: ErrorPolicy,
+    /// The topic dead letters go to; required with `on_error = "dead-letter"`.
+    #[serde(default)]
+    pub dead_letter_topic: Option<String>,
+}
+
+/// What a pipeline does with rows its module fails on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorPolicy {
+    /// Stop; the position stays before the failing row.
+    #[default]
+    Fail,
+    /// Count and log the row, carry on without it.
+    Skip,
+    /// Produce the row and the error to the dead-letter topic, carry on.
+    DeadLetter,
 }
 
 /// `[sink]`: the Kafka destination.
@@ -221,6 +263,12 @@ fn default_memory_limit_mib() -> usize {
 fn default_batch_timeout() -> Duration {
     Duration::from_secs(10)
 }
+fn default_max_output_mib() -> usize {
+    256
+}
+fn default_log_messages_per_second() -> u32 {
+    20
+}
 fn default_connect_timeout() -> Duration {
     Duration::from_secs(30)
 }
@@ -331,7 +379,38 @@ impl PipelineConfig {
                 config.sink.commit_interval, config.sink.transaction_timeout
             ));
         }
+        match (
+            config.transform.on_error,
+            &config.transform.dead_letter_topic,
+        ) {
+            (ErrorPolicy::DeadLetter, None) => {
+                return Err(
+                    "[transform] on_error = \"dead-letter\" needs dead_letter_topic: the topic failed rows go to".to_string(),
+                );
+            }
+            (_, Some(topic)) if *topic == config.sink.topic => {
+                return Err(format!(
+                    "[transform] dead_letter_topic `{topic}` is the pipeline's own topic; give dead letters a topic of their own"
+                ));
+            }
+            _ => {}
+        }
+        if config
+            .transform
+            .recycle_memory_mib
+            .is_some_and(|mib| mib > config.transform.memory_limit_mib)
+        {
+            return Err(
+                "[transform] recycle_memory_mib must not be above memory_limit_mib".to_string(),
+            );
+        }
         config.transform.module = base.join(&config.transform.module);
+        config.transform.module_cache_dir = match config.transform.module_cache_dir.take() {
+            Some(dir) if dir.as_os_str().is_empty() => None,
+            Some(dir) => Some(base.join(dir)),
+            None => std::env::var_os("HOME")
+                .map(|home| PathBuf::from(home).join(".cache/sluice/modules")),
+        };
         for (name, value) in config.sink.kafka.iter_mut() {
             if let ScalarValue::Text(text) = value {
                 *text = resolve_reference(name, text, base)?;

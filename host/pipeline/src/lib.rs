@@ -8,8 +8,11 @@
 mod config;
 mod error;
 mod run;
+mod stage;
 
-pub use config::{ConfigError, DeliveryMode, PipelineConfig, ScalarValue, StartingVersion};
+pub use config::{
+    ConfigError, DeliveryMode, ErrorPolicy, PipelineConfig, ScalarValue, StartingVersion,
+};
 pub use error::PipelineError;
 pub use run::{RunMode, RunSummary, StartFrom, run, sink_config};
 pub use sluice_sink::{KafkaSink, SourcePosition, load_position};

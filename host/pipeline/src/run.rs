@@ -3,9 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_engine::{
-    EngineConfig, OutputRecord, TransformEngine, TransformError, TransformInstance,
-};
+use sluice_engine::{OutputRecord, TransformError};
 use sluice_sink::{Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, SourcePosition};
 use sluice_source::arrow::array::{AsArray, RecordBatch};
 use sluice_source::arrow::compute::cast;
@@ -15,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::{DeliveryMode, PipelineConfig, StartingVersion};
 use crate::error::PipelineError;
+use crate::stage::{TransformStage, dead_letter_value};
 
 /// Whether the pipeline keeps following the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,8 +39,10 @@ pub enum StartFrom {
 pub struct RunSummary {
     /// Change rows read.
     pub rows_in: u64,
-    /// Records produced.
+    /// Records produced (dead letters included).
     pub records_out: u64,
+    /// Rows the module failed on that were skipped or dead-lettered.
+    pub rows_failed: u64,
     /// Where the pipeline stopped.
     pub position: Position,
 }
@@ -76,8 +77,8 @@ pub fn sink_config(config: &PipelineConfig) -> SinkConfig {
 struct Pipeline<'a> {
     name: &'a str,
     feed: Arc<ChangeFeed>,
-    instance: TransformInstance,
-    module_digest: String,
+    stage: TransformStage,
+    dead_letter_topic: Option<String>,
     sink: KafkaSink,
     change_headers: bool,
     commits: CommitPolicy,
@@ -109,19 +110,8 @@ pub async fn run(
     let table = config.source.table.clone();
     let feed = Arc::new(blocking(move || ChangeFeed::open(&table, options)).await?);
 
-    let engine_config = EngineConfig {
-        memory_limit_bytes: config.transform.memory_limit_mib * 1024 * 1024,
-        batch_deadline: config.transform.batch_timeout,
-    };
-    let module_path = config.transform.module.clone();
-    let params = config.transform_params();
-    let (engine, module_digest, instance) = blocking(move || {
-        let engine = TransformEngine::new(engine_config)?;
-        let module = engine.load(&module_path)?;
-        let instance = module.instantiate(&params)?;
-        Ok::<_, sluice_engine::EngineError>((engine, module.digest().to_string(), instance))
-    })
-    .await?;
+    let stage_config = config.clone();
+    let stage = blocking(move || TransformStage::start(&stage_config)).await?;
 
     let sink = KafkaSink::connect(sink_config(config)).await?;
     let stored = match start_from {
@@ -136,8 +126,8 @@ pub async fn run(
     let mut pipeline = Pipeline {
         name,
         feed,
-        instance,
-        module_digest,
+        stage,
+        dead_letter_topic: config.transform.dead_letter_topic.clone(),
         sink,
         change_headers: config.sink.change_headers,
         commits: CommitPolicy {
@@ -204,9 +194,8 @@ pub async fn run(
             .unwrap_or(config.source.poll_interval);
         idle_wait = (idle_wait * 2).min(max_wait);
     }
-    drop(engine);
     let summary = pipeline.summary;
-    tracing::info!(pipeline = name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, "Pipeline stopped.");
+    tracing::info!(pipeline = name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, rows_failed = summary.rows_failed, "Pipeline stopped.");
     Ok(summary)
 }
 
@@ -276,6 +265,7 @@ struct Uncommitted {
     since: Instant,
     rows: u64,
     records: u64,
+    failed: u64,
     end: Position,
 }
 
@@ -341,44 +331,83 @@ impl Pipeline<'_> {
             {
                 self.commit(open.end).await?;
             }
-            let records =
-                match tokio::task::block_in_place(|| self.instance.transform(&batch.batch)) {
-                    Ok(records) => records,
-                    Err(source) => {
-                        // The batches before this one are good: keep them.
-                        self.commit_uncommitted().await?;
-                        return Err(transform_error(
-                            self.name,
-                            self.feed.table(),
-                            &batch,
-                            source,
-                        ));
-                    }
-                };
+            let output = match tokio::task::block_in_place(|| self.stage.apply(&batch.batch)) {
+                Ok(output) => output,
+                Err((row, source)) => {
+                    // The batches before this one are good: keep them.
+                    self.commit_uncommitted().await?;
+                    return Err(transform_error(
+                        self.name,
+                        self.feed.table(),
+                        &batch,
+                        row,
+                        source,
+                    ));
+                }
+            };
             let metadata = self
                 .change_headers
                 .then(|| ChangeMetadata::of(&batch.batch));
             let first_row = batch.end.row_offset - batch.batch.num_rows() as u64;
-            let records: Vec<SinkRecord> = records
+            let origin = |row: u32| RecordOrigin {
+                version: batch.end.version,
+                row: first_row + u64::from(row),
+            };
+            let mut records: Vec<SinkRecord> = output
+                .records
                 .into_iter()
                 .map(|record| {
-                    let origin = RecordOrigin {
-                        version: batch.end.version,
-                        row: first_row + u64::from(record.source_row),
-                    };
+                    let origin = origin(record.source_row);
                     sink_record(record, origin, metadata.as_ref())
                 })
                 .collect();
+            let failed = output.failed.len() as u64;
+            for failure in &output.failed {
+                let origin = origin(failure.row);
+                tracing::warn!(
+                    pipeline = self.name,
+                    table = self.feed.table(),
+                    version = origin.version,
+                    row = origin.row,
+                    policy = ?self.stage.policy,
+                    error = %failure.error,
+                    "The transform failed on a change row; the error policy lets the pipeline carry on without it."
+                );
+                if let Some(topic) = &self.dead_letter_topic {
+                    let value = dead_letter_value(
+                        self.feed.table(),
+                        origin.version,
+                        origin.row,
+                        self.stage.name(),
+                        self.stage.digest(),
+                        &batch.batch,
+                        failure,
+                    );
+                    records.push(SinkRecord {
+                        topic: Some(topic.clone()),
+                        partition: None,
+                        key: Some(
+                            format!("{}@{}#{}", self.feed.table(), origin.version, origin.row)
+                                .into_bytes(),
+                        ),
+                        value: Some(value.into_bytes()),
+                        headers: Vec::new(),
+                        origin: Some(origin),
+                    });
+                }
+            }
             let produced = records.len() as u64;
             self.sink.send(records).await?;
             let open = self.uncommitted.get_or_insert(Uncommitted {
                 since: Instant::now(),
                 rows: 0,
                 records: 0,
+                failed: 0,
                 end: batch.end,
             });
             open.rows += batch.batch.num_rows() as u64;
             open.records += produced;
+            open.failed += failed;
             open.end = batch.end;
             let stopping = *shutdown.borrow();
             if stopping
@@ -422,6 +451,7 @@ impl Pipeline<'_> {
         if let Some(done) = self.uncommitted.take() {
             self.summary.rows_in += done.rows;
             self.summary.records_out += done.records;
+            self.summary.rows_failed += done.failed;
         }
         self.summary.position = position;
         Ok(())
@@ -432,7 +462,7 @@ impl Pipeline<'_> {
             table: self.feed.table().to_string(),
             version: position.version,
             row_offset: position.row_offset,
-            module_digest: self.module_digest.clone(),
+            module_digest: self.stage.digest().to_string(),
             snapshot: position.snapshot,
         }
     }
@@ -442,13 +472,11 @@ fn transform_error(
     pipeline: &str,
     table: &str,
     batch: &ChangeBatch,
+    row: u32,
     source: TransformError,
 ) -> PipelineError {
     let first_row = batch.end.row_offset - batch.batch.num_rows() as u64;
-    let row = match &source {
-        TransformError::Row { row, .. } => u64::from(*row),
-        _ => 0,
-    };
+    let row = u64::from(row);
     PipelineError::Transform {
         pipeline: pipeline.to_string(),
         table: table.to_string(),
@@ -469,6 +497,7 @@ fn sink_record(
     }
     SinkRecord {
         topic: record.topic,
+        partition: record.partition,
         key: record.key,
         value: record.value,
         headers,

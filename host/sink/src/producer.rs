@@ -75,6 +75,8 @@ impl SinkConfig {
 pub struct SinkRecord {
     /// Topic; the sink's topic when absent.
     pub topic: Option<String>,
+    /// Partition; librdkafka's partitioner (by key) when absent.
+    pub partition: Option<i32>,
     /// Key bytes.
     pub key: Option<Vec<u8>>,
     /// Value bytes; absent makes a tombstone.
@@ -436,6 +438,9 @@ impl KafkaSink {
         }
         if let Some(value) = &record.value {
             future_record = future_record.payload(value);
+        }
+        if let Some(partition) = record.partition {
+            future_record = future_record.partition(partition);
         }
         loop {
             match self.producer.send_result(future_record) {

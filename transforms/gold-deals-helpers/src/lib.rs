@@ -23,7 +23,11 @@ impl Transform for GoldDealsHelpers {
 
     fn transform(&mut self, batch: &Batch, out: &mut Output) -> Result<(), Error> {
         let column = |c: &str| FieldValue::Column(c.to_string());
-        let cut = |c: &str| FieldValue::Substring { column: c.to_string(), pos: 11, len: 24 };
+        let cut = |c: &str| FieldValue::Substring {
+            column: c.to_string(),
+            pos: 11,
+            len: 24,
+        };
         let fields = [
             ("documentId", column("documentId")),
             ("eventTimestamp", column("eventTimestamp")),

@@ -9,8 +9,7 @@
 //! types to emit; `update_preimage` is dropped unless listed.
 
 use sluice_transform::{
-    Batch, ChangeType, Column, Error, JsonObject, Output, Params, Transform, Value,
-    spark_substring,
+    Batch, ChangeType, Column, Error, JsonObject, Output, Params, Transform, Value, spark_substring,
 };
 
 /// The gold columns: name in the record, source column, whether to cut an ObjectId.
@@ -20,7 +19,11 @@ pub const GOLD_FIELDS: [(&str, &str, bool); 10] = [
     ("owner_id", "fullDocument.owner_id", true),
     ("owner_type", "fullDocument.owner_type", false),
     ("account_id", "fullDocument.account_id", true),
-    ("manager_account_id", "fullDocument.manager_account_id", true),
+    (
+        "manager_account_id",
+        "fullDocument.manager_account_id",
+        true,
+    ),
     ("hubspot_deal_id", "fullDocument.hubspot_deal_id", false),
     ("stage", "fullDocument.stage", false),
     ("status", "fullDocument.status", false),

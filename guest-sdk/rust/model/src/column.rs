@@ -89,12 +89,22 @@ impl LeafColumn {
 /// Every leaf column of `batch` in order, structs flattened to dotted paths, except
 /// the columns named in `skip`.
 pub fn leaf_columns(batch: &RecordBatch, skip: &[&str]) -> Vec<LeafColumn> {
-    fn walk(name: String, array: &ArrayRef, parent: Option<&NullBuffer>, out: &mut Vec<LeafColumn>) {
+    fn walk(
+        name: String,
+        array: &ArrayRef,
+        parent: Option<&NullBuffer>,
+        out: &mut Vec<LeafColumn>,
+    ) {
         let nulls = NullBuffer::union(parent, array.logical_nulls().as_ref());
         match array.as_struct_opt() {
             Some(structs) => {
                 for (field, child) in structs.fields().iter().zip(structs.columns()) {
-                    walk(format!("{name}.{}", field.name()), child, nulls.as_ref(), out);
+                    walk(
+                        format!("{name}.{}", field.name()),
+                        child,
+                        nulls.as_ref(),
+                        out,
+                    );
                 }
             }
             None => out.push(LeafColumn {
@@ -382,7 +392,10 @@ mod tests {
     fn nested_values_render_as_json() {
         let batch = batch();
         let doc = Column::find(&batch, "doc").unwrap();
-        assert_eq!(doc.value(0), Value::Json(r#"{"owner_id":"a","n":1}"#.into()));
+        assert_eq!(
+            doc.value(0),
+            Value::Json(r#"{"owner_id":"a","n":1}"#.into())
+        );
         assert_eq!(doc.value(1), Value::Null);
         let tags = Column::find(&batch, "tags").unwrap();
         assert_eq!(tags.value(0), Value::Json("[1,null]".into()));

@@ -147,8 +147,9 @@ pub fn change_types(batch: &RecordBatch) -> Result<Vec<ChangeType>, HelperError>
     (0..batch.num_rows())
         .map(|row| {
             let name = changes.str(row).unwrap_or_default();
-            ChangeType::parse(name)
-                .ok_or_else(|| HelperError(format!("Row {row} has an unknown _change_type `{name}`.")))
+            ChangeType::parse(name).ok_or_else(|| {
+                HelperError(format!("Row {row} has an unknown _change_type `{name}`."))
+            })
         })
         .collect()
 }
@@ -238,7 +239,11 @@ fn compare(value: &Value<'_>, constant: &Value<'_>) -> Result<Option<std::cmp::O
             Some(text.as_str().cmp(*b))
         }
         (V::Decimal(..), V::Int(_) | V::Float(_)) => {
-            let a: f64 = value.to_text().unwrap_or_default().parse().unwrap_or(f64::NAN);
+            let a: f64 = value
+                .to_text()
+                .unwrap_or_default()
+                .parse()
+                .unwrap_or(f64::NAN);
             let b = match constant {
                 V::Int(i) => *i as f64,
                 V::Float(f) => *f,
@@ -277,7 +282,11 @@ impl<'a> Prepared<'a> {
     fn new(batch: &'a RecordBatch, field: &'a FieldValue) -> Result<Prepared<'a>, HelperError> {
         Ok(match field {
             FieldValue::Column(name) => Prepared::Column(column(batch, name)?),
-            FieldValue::Substring { column: name, pos, len } => {
+            FieldValue::Substring {
+                column: name,
+                pos,
+                len,
+            } => {
                 let values = column(batch, name)?;
                 if !values.is_string() {
                     return Err(HelperError(format!(
@@ -323,7 +332,11 @@ pub fn encode(
     out: &mut PackedRecords,
 ) -> Result<u32, HelperError> {
     let rows = candidates(batch, Some(&spec.rows))?;
-    let key = spec.key.as_ref().map(|k| Prepared::new(batch, k)).transpose()?;
+    let key = spec
+        .key
+        .as_ref()
+        .map(|k| Prepared::new(batch, k))
+        .transpose()?;
     let fields: Vec<(&str, Prepared<'_>)> = match &spec.value {
         ValueEncoding::Json(fields) => fields
             .iter()
@@ -411,9 +424,17 @@ mod tests {
             ),
         ]);
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(vec![Some("ObjectId('a1')"), Some("b"), None])),
+            Arc::new(StringArray::from(vec![
+                Some("ObjectId('a1')"),
+                Some("b"),
+                None,
+            ])),
             Arc::new(Int64Array::from(vec![Some(5), None, Some(7)])),
-            Arc::new(StringArray::from(vec!["insert", "update_preimage", "delete"])),
+            Arc::new(StringArray::from(vec![
+                "insert",
+                "update_preimage",
+                "delete",
+            ])),
             Arc::new(Int64Array::from(vec![1, 2, 2])),
             Arc::new(TimestampMicrosecondArray::from(vec![0, 0, 1000]).with_timezone("UTC")),
         ];
@@ -431,8 +452,14 @@ mod tests {
             value: Scalar::Integer(5),
         };
         assert_eq!(select_where(&batch, &over, None).unwrap(), [2]);
-        assert_eq!(select_where(&batch, &over, Some(&[0, 1])).unwrap(), Vec::<u32>::new());
-        let wrong = Predicate { value: Scalar::Text("x".into()), ..over };
+        assert_eq!(
+            select_where(&batch, &over, Some(&[0, 1])).unwrap(),
+            Vec::<u32>::new()
+        );
+        let wrong = Predicate {
+            value: Scalar::Text("x".into()),
+            ..over
+        };
         assert_eq!(
             select_where(&batch, &wrong, None).unwrap_err().0,
             r#"Cannot compare column `amount` (integer) with Text("x")."#
@@ -449,7 +476,11 @@ mod tests {
             value: ValueEncoding::Json(vec![
                 (
                     "id".into(),
-                    FieldValue::Substring { column: "id".into(), pos: 11, len: 2 },
+                    FieldValue::Substring {
+                        column: "id".into(),
+                        pos: 11,
+                        len: 2,
+                    },
                 ),
                 ("amount".into(), FieldValue::Column("amount".into())),
                 ("change".into(), FieldValue::ChangeType),
@@ -466,7 +497,10 @@ mod tests {
             Some(&br#"{"id":"a1","amount":5,"change":"insert"}"#[..])
         );
         assert_eq!(records[1].key, None);
-        assert_eq!(records[1].value.as_deref(), Some(&br#"{"amount":7,"change":"delete"}"#[..]));
+        assert_eq!(
+            records[1].value.as_deref(),
+            Some(&br#"{"amount":7,"change":"delete"}"#[..])
+        );
     }
 
     #[test]
@@ -482,7 +516,12 @@ mod tests {
         };
         let mut out = PackedRecords::default();
         encode(&batch, &spec, &mut out).unwrap();
-        let values: Vec<_> = out.unpack(3).unwrap().into_iter().map(|r| r.value.is_some()).collect();
+        let values: Vec<_> = out
+            .unpack(3)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.value.is_some())
+            .collect();
         assert_eq!(values, [true, true, false]);
     }
 
@@ -521,7 +560,11 @@ mod tests {
             encode(&batch, &spec, &mut out).unwrap_err().0,
             "Row 5 is out of range: the batch has 3 rows."
         );
-        let spec = EncodeSpec { rows: vec![0], key: Some(FieldValue::Column("nope".into())), ..spec };
+        let spec = EncodeSpec {
+            rows: vec![0],
+            key: Some(FieldValue::Column("nope".into())),
+            ..spec
+        };
         assert_eq!(
             encode(&batch, &spec, &mut out).unwrap_err().0,
             "The batch has no column named `nope`."

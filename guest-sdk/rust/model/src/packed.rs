@@ -162,7 +162,10 @@ impl PackedRecords {
 
     fn push_bytes(&mut self, source_row: u32, key: Option<&[u8]>, value: Option<&[u8]>) {
         self.source_rows.push(source_row);
-        for (bytes, lengths) in [(key, &mut self.key_lengths), (value, &mut self.value_lengths)] {
+        for (bytes, lengths) in [
+            (key, &mut self.key_lengths),
+            (value, &mut self.value_lengths),
+        ] {
             match bytes {
                 Some(bytes) => {
                     lengths.push(bytes.len() as i32);
@@ -235,7 +238,9 @@ impl PackedRecords {
             let mut optional = |len: i32, what: &str| match len {
                 -1 => Ok(None),
                 len if len >= 0 => take(len as usize, what, i).map(Some),
-                len => Err(PackedError(format!("record {i} has a {what} length of {len}"))),
+                len => Err(PackedError(format!(
+                    "record {i} has a {what} length of {len}"
+                ))),
             };
             let key = optional(self.key_lengths[i], "key")?;
             let value = optional(self.value_lengths[i], "value")?;
@@ -301,7 +306,11 @@ mod tests {
             Record::new().key("k1").value("v1"),
             Record {
                 source_row: 2,
-                ..Record::new().key("k2").topic("deletes").header("h", "x").partition(3)
+                ..Record::new()
+                    .key("k2")
+                    .topic("deletes")
+                    .header("h", "x")
+                    .partition(3)
             },
             Record {
                 source_row: 3,

@@ -13,10 +13,10 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use sluice_model::helpers::{CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 use sluice_model::{ChangeType, Column, JsonObject, LeafColumn, Value, leaf_columns};
 
+use crate::Predicate;
 use crate::guest::Handle;
 use crate::guest::sys::sluice::transform::types as wit;
 use crate::output::Error;
-use crate::Predicate;
 use crate::output::helpers_error;
 
 /// A batch of change rows from one Delta table, in commit order.

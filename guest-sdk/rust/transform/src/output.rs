@@ -3,8 +3,8 @@
 use sluice_model::helpers::HelperError;
 use sluice_model::{PackedRecords, Record};
 
-use crate::batch::{Batch, Row};
 use crate::EncodeSpec;
+use crate::batch::{Batch, Row};
 
 /// The records a transform emits for one batch, in order, and the rows it rejected.
 ///

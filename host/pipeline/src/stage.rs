@@ -1,0 +1,287 @@
+//! The transform stage: one module instance per pipeline, the retry-once rule for
+//! traps, instance recycling, and the error policy for rows and batches that fail.
+
+use sluice_engine::{
+    BatchOutput, EngineConfig, EngineError, OutputRecord, TransformEngine, TransformError,
+    TransformInstance, TransformModule,
+};
+use sluice_model::helpers::CHANGE_COLUMNS;
+use sluice_model::{Column, JsonObject, Value};
+use sluice_source::arrow::array::{BooleanArray, RecordBatch};
+use sluice_source::arrow::compute::filter_record_batch;
+
+use crate::config::{ErrorPolicy, PipelineConfig};
+
+/// Most row errors one batch may report one by one before the batch as a whole is
+/// treated as failed.
+const MAX_ROW_ERRORS_PER_BATCH: usize = 100;
+
+/// A row (or every row of a batch) the module failed on, with why.
+#[derive(Clone, Debug)]
+pub(crate) struct FailedRow {
+    /// Index of the row within the batch.
+    pub row: u32,
+    /// `row` (the module rejected or failed the row), `batch` or `trap`.
+    pub kind: &'static str,
+    /// The error, in a sentence.
+    pub error: String,
+}
+
+/// What the stage made of a batch.
+pub(crate) struct StageOutput {
+    /// Good records, source rows relative to the batch.
+    pub records: Vec<OutputRecord>,
+    /// Rows the module failed on (empty under the `fail` policy, which stops instead).
+    pub failed: Vec<FailedRow>,
+}
+
+/// The loaded module and its running instance.
+pub(crate) struct TransformStage {
+    // Kept alive for the epoch ticker that enforces deadlines.
+    _engine: TransformEngine,
+    module: TransformModule,
+    params: Vec<(String, String)>,
+    instance: Option<TransformInstance>,
+    pub(crate) policy: ErrorPolicy,
+}
+
+impl TransformStage {
+    /// Loads the module and starts its first instance.
+    pub(crate) fn start(config: &PipelineConfig) -> Result<TransformStage, EngineError> {
+        let transform = &config.transform;
+        let memory = transform.memory_limit_mib * 1024 * 1024;
+        let engine = TransformEngine::new(EngineConfig {
+            memory_limit_bytes: memory,
+            batch_deadline: transform.batch_timeout,
+            fuel_per_batch: transform.fuel_per_batch,
+            max_output_bytes: transform.max_output_mib * 1024 * 1024,
+            recycle_memory_bytes: transform
+                .recycle_memory_mib
+                .map_or(memory / 2, |mib| mib * 1024 * 1024),
+            cache_dir: transform.module_cache_dir.clone(),
+            log_messages_per_second: transform.log_messages_per_second,
+            ..EngineConfig::default()
+        })?;
+        let module = engine.load(&transform.module)?;
+        let params = config.transform_params();
+        let instance = module.instantiate(&params)?;
+        tracing::info!(
+            pipeline = config.pipeline.name,
+            module = module.name(),
+            contract = module.contract().version(),
+            digest = module.digest(),
+            "Transform module loaded."
+        );
+        Ok(TransformStage {
+            _engine: engine,
+            module,
+            params,
+            instance: Some(instance),
+            policy: transform.on_error,
+        })
+    }
+
+    /// SHA-256 of the module, recorded with every committed position.
+    pub(crate) fn digest(&self) -> &str {
+        self.module.digest()
+    }
+
+    /// The module's name.
+    pub(crate) fn name(&self) -> &str {
+        self.module.name()
+    }
+
+    /// Runs a batch through the module. Under the `fail` policy the first failure is
+    /// returned as an error (with the row it names); otherwise failed rows come back
+    /// beside the good records.
+    pub(crate) fn apply(
+        &mut self,
+        batch: &RecordBatch,
+    ) -> Result<StageOutput, (u32, TransformError)> {
+        let mut excluded: Vec<u32> = Vec::new();
+        let mut failed: Vec<FailedRow> = Vec::new();
+        loop {
+            let (input, mapping) = without_rows(batch, &excluded);
+            let output = match self.call(&input) {
+                Ok(output) => output,
+                Err(TransformError::Row {
+                    row,
+                    message,
+                    module,
+                }) if self.policy != ErrorPolicy::Fail
+                    && excluded.len() < MAX_ROW_ERRORS_PER_BATCH =>
+                {
+                    // The module gave up on the whole batch because of one row: run the
+                    // batch again without it.
+                    let original = mapping.get(row as usize).copied().unwrap_or(row);
+                    tracing::debug!(
+                        module,
+                        row = original,
+                        "Rerunning a batch without the row the module failed on."
+                    );
+                    excluded.push(original);
+                    excluded.sort_unstable();
+                    failed.push(FailedRow {
+                        row: original,
+                        kind: "row",
+                        error: message,
+                    });
+                    continue;
+                }
+                Err(error) => {
+                    let row = match &error {
+                        TransformError::Row { row, .. } => {
+                            mapping.get(*row as usize).copied().unwrap_or(*row)
+                        }
+                        _ => 0,
+                    };
+                    if self.policy == ErrorPolicy::Fail
+                        || matches!(error, TransformError::Input { .. })
+                    {
+                        return Err((row, error));
+                    }
+                    let kind = match error {
+                        TransformError::Trap { .. } => "trap",
+                        _ => "batch",
+                    };
+                    let message = error.to_string();
+                    return Ok(StageOutput {
+                        records: Vec::new(),
+                        failed: (0..batch.num_rows() as u32)
+                            .map(|row| FailedRow {
+                                row,
+                                kind,
+                                error: message.clone(),
+                            })
+                            .collect(),
+                    });
+                }
+            };
+            let mut records = output.records;
+            for record in &mut records {
+                record.source_row = mapping[record.source_row as usize];
+            }
+            for rejected in output.rejected {
+                let row = mapping[rejected.row as usize];
+                if self.policy == ErrorPolicy::Fail {
+                    return Err((
+                        row,
+                        TransformError::Row {
+                            module: self.module.name().to_string(),
+                            row,
+                            message: rejected.message,
+                        },
+                    ));
+                }
+                failed.push(FailedRow {
+                    row,
+                    kind: "row",
+                    error: rejected.message,
+                });
+            }
+            failed.sort_by_key(|f| f.row);
+            return Ok(StageOutput { records, failed });
+        }
+    }
+
+    /// Calls the instance; a trap gets one retry on a fresh instance. A fresh instance
+    /// also replaces one whose memory grew past the recycling threshold.
+    fn call(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError> {
+        let mut retried = false;
+        loop {
+            let instance = match self.instance.as_mut() {
+                Some(instance) => instance,
+                None => self.instance.insert(self.fresh_instance()?),
+            };
+            match instance.transform(batch) {
+                Ok(output) => {
+                    if instance.wants_recycling() {
+                        tracing::info!(
+                            module = self.module.name(),
+                            "Replacing a transform instance whose memory grew past the recycling threshold."
+                        );
+                        self.instance = None;
+                    }
+                    return Ok(output);
+                }
+                Err(error @ TransformError::Trap { .. }) => {
+                    // A trapped instance is never reused.
+                    self.instance = None;
+                    if retried {
+                        return Err(error);
+                    }
+                    tracing::warn!(module = self.module.name(), %error, "The transform module trapped; retrying the batch once on a fresh instance.");
+                    retried = true;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    fn fresh_instance(&self) -> Result<TransformInstance, TransformError> {
+        self.module
+            .instantiate(&self.params)
+            .map_err(|e| TransformError::Batch {
+                module: self.module.name().to_string(),
+                message: format!("a fresh instance could not start: {e}"),
+            })
+    }
+}
+
+/// The batch without the `excluded` rows (sorted), and for each remaining row its index
+/// in the original batch.
+fn without_rows(batch: &RecordBatch, excluded: &[u32]) -> (RecordBatch, Vec<u32>) {
+    let rows = batch.num_rows() as u32;
+    if excluded.is_empty() {
+        return (batch.clone(), (0..rows).collect());
+    }
+    let keep: Vec<bool> = (0..rows)
+        .map(|r| excluded.binary_search(&r).is_err())
+        .collect();
+    let mapping = (0..rows).filter(|&r| keep[r as usize]).collect();
+    let filtered = filter_record_batch(batch, &BooleanArray::from(keep))
+        .expect("a mask of the batch's own length filters it");
+    (filtered, mapping)
+}
+
+/// A failed row as a dead letter's JSON value: where it came from, what failed, and
+/// the row itself.
+pub(crate) fn dead_letter_value(
+    table: &str,
+    version: u64,
+    row_in_version: u64,
+    module: &str,
+    digest: &str,
+    batch: &RecordBatch,
+    failed: &FailedRow,
+) -> String {
+    let row = failed.row as usize;
+    let mut data = JsonObject::new();
+    for (field, array) in batch.schema_ref().fields().iter().zip(batch.columns()) {
+        if !CHANGE_COLUMNS.contains(&field.name().as_str()) {
+            data.push(field.name(), &Column::new(array.as_ref()).value(row));
+        }
+    }
+    let change = |name: &str| {
+        batch
+            .column_by_name(name)
+            .map_or(Value::Null, |c| Column::new(c.as_ref()).value(row))
+    };
+    let mut value = JsonObject::new()
+        .field("table", Value::Str(table))
+        .field("version", Value::Int(version as i64))
+        .field("row", Value::Int(row_in_version as i64))
+        .field("change_type", change("_change_type"))
+        .field("commit_timestamp", change("_commit_timestamp"))
+        .field("module", Value::Str(module))
+        .field("module_digest", Value::Str(digest))
+        .field("error_kind", Value::Str(failed.kind))
+        .field("error", Value::Str(&failed.error))
+        .finish();
+    // The row goes last, as a nested object.
+    value.pop();
+    value.push_str(",\"data\":");
+    value.push_str(&data.finish());
+    value.push('}');
+    value
+}
