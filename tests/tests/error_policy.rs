@@ -12,7 +12,7 @@ use sluice_tests::{
 /// A 30-deal table (version 0) with deals 7 and 21 poisoned.
 fn table(dir: &std::path::Path) -> std::path::PathBuf {
     let table = dir.join("deals");
-    deals_table(&table, &["create", "30"]);
+    deals_table(&table, &["create", "--rows", "30"]);
     table
 }
 
@@ -107,7 +107,11 @@ fn skip_leaves_failed_rows_out_and_fail_stops_before_them() {
     let files = pipeline(&table, &topic, "reject", "on_error = \"skip\"");
     let log = run_to_latest(&files.config);
     assert_eq!(keys(&topic), good_keys());
-    assert!(log.contains("rows_failed=2"), "{log}");
+    assert_eq!(
+        log.matches("The transform failed on a change row").count(),
+        2,
+        "each skipped row is logged: {log}"
+    );
 
     let topic = unique_topic("fail");
     let files = pipeline(&table, &topic, "reject", "");
