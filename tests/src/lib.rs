@@ -91,6 +91,37 @@ pub fn transform_component(name: &str) -> PathBuf {
     path
 }
 
+/// The component cargo builds from `transforms/<name>` for `wasm32-wasip2` (WASI
+/// imports included), for fixtures that must not pass `sluice build`'s checks.
+pub fn wasip2_component(name: &str) -> PathBuf {
+    let dir = repo_root().join("transforms").join(name);
+    let target_dir = target_dir().join("guests");
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "--lib",
+            "--target",
+            "wasm32-wasip2",
+        ])
+        .arg("--manifest-path")
+        .arg(dir.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building {name} for wasm32-wasip2 failed");
+    let package = dir
+        .file_name()
+        .expect("a crate directory")
+        .to_string_lossy()
+        .replace('-', "_");
+    target_dir
+        .join("wasm32-wasip2/release")
+        .join(format!("{package}.wasm"))
+}
+
 /// Runs a step of `scripts/deals_table.py` on `table`.
 pub fn deals_table(table: &Path, args: &[&str]) {
     let status = Command::new("python3")

@@ -28,7 +28,7 @@ fn pipeline(
 ) -> PipelineFiles {
     PipelineFiles::new(
         table,
-        &transform_component("misbehaving"),
+        &transform_component("misbehaving/behaviors"),
         topic,
         &kafka_bootstrap(),
         Extra {
@@ -195,4 +195,14 @@ fn bad_output_is_named_and_the_host_stays_up() {
         assert!(log.contains(message), "{behavior}: {log}");
         assert!(keys(&topic).is_empty());
     }
+}
+
+#[test]
+fn a_fuel_budget_stops_an_endless_loop_deterministically() {
+    let work = tempfile::tempdir().unwrap();
+    let table = table(work.path());
+    let topic = unique_topic("fuel");
+    let files = pipeline(&table, &topic, "loop", "fuel_per_batch = 50000000");
+    let log = run_expecting_failure(&files.config);
+    assert!(log.contains("crashed (fuel budget exhausted)"), "{log}");
 }

@@ -33,6 +33,43 @@ enum Command {
         #[arg(long)]
         restart: bool,
     },
+    /// Print the records a module makes of a table's changes, as JSON lines, without
+    /// Kafka: one line per record (`version`, `row`, `topic`, `partition`, `key`,
+    /// `value`, `headers`) and per rejected row (`rejected`).
+    Preview {
+        /// The table's path or URI.
+        #[arg(long)]
+        table: String,
+        /// The transform component.
+        #[arg(long)]
+        module: PathBuf,
+        /// First version to read.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Last version to read (default: the latest).
+        #[arg(long)]
+        to: Option<u64>,
+        /// Stop after this many records.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// A module parameter, `name=value`; repeat for more.
+        #[arg(long = "param", value_parser = name_value)]
+        params: Vec<(String, String)>,
+        /// An object store option, `name=value` (for example `aws_endpoint=...`).
+        #[arg(long = "storage-option", value_parser = name_value)]
+        storage_options: Vec<(String, String)>,
+        /// Most change rows per batch handed to the module.
+        #[arg(long, default_value_t = 10_000)]
+        batch_rows: usize,
+    },
+    /// Check a pipeline without running it: the config, the table and its change
+    /// feed, the module and its parameters, and Kafka and its topics. Lists every
+    /// problem found; exits non-zero if there is one.
+    Check {
+        /// The pipeline's TOML config.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
     /// Show or reset a pipeline's stored position.
     Position {
         #[command(subcommand)]
@@ -170,6 +207,52 @@ async fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Preview {
+            table,
+            module,
+            from,
+            to,
+            limit,
+            params,
+            storage_options,
+            batch_rows,
+        } => {
+            let options = sluice_pipeline::PreviewOptions {
+                table,
+                module,
+                from,
+                to,
+                limit,
+                params,
+                storage_options,
+                batch_rows,
+            };
+            let summary = tokio::task::spawn_blocking(move || {
+                sluice_pipeline::preview(&options, &mut std::io::stdout().lock())
+                    .map_err(anyhow::Error::from)
+            })
+            .await
+            .context("the preview task failed")??;
+            tracing::info!(
+                rows = summary.rows,
+                records = summary.records,
+                rejected = summary.rejected,
+                "Preview finished."
+            );
+            Ok(())
+        }
+        Command::Check { config } => {
+            let findings = sluice_pipeline::check(&config).await;
+            for finding in &findings {
+                let mark = if finding.problem { "PROBLEM" } else { "ok" };
+                println!("{mark:>7}  {:<6}  {}", finding.part, finding.message);
+            }
+            let problems = findings.iter().filter(|f| f.problem).count();
+            if problems > 0 {
+                anyhow::bail!("{problems} problem(s) found in {}.", config.display());
+            }
+            Ok(())
+        }
         Command::Build {
             dir,
             out_dir,
@@ -188,6 +271,13 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Parses `name=value`.
+fn name_value(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(name, value)| (name.trim().to_string(), value.to_string()))
+        .ok_or_else(|| format!("`{text}` is not name=value"))
 }
 
 async fn wait_for_signal() {

@@ -5,14 +5,18 @@
 //! Kafka transaction (exactly-once) or position after records (at-least-once). A
 //! restart resumes from the stored position.
 
+mod check;
 mod config;
 mod error;
+mod preview;
 mod run;
 mod stage;
 
+pub use check::{Finding, check};
 pub use config::{
     ConfigError, DeliveryMode, ErrorPolicy, PipelineConfig, ScalarValue, StartingVersion,
 };
 pub use error::PipelineError;
+pub use preview::{PreviewOptions, PreviewSummary, preview};
 pub use run::{RunMode, RunSummary, StartFrom, run, sink_config};
 pub use sluice_sink::{KafkaSink, SourcePosition, load_position};

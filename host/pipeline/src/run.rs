@@ -235,7 +235,7 @@ async fn stored_position(
 }
 
 /// Where the config says a pipeline without a stored position starts.
-async fn configured_start(
+pub(crate) async fn configured_start(
     config: &PipelineConfig,
     feed: &Arc<ChangeFeed>,
 ) -> Result<Position, PipelineError> {
@@ -468,7 +468,8 @@ impl Pipeline<'_> {
     }
 }
 
-fn transform_error(
+/// The error that stops a pipeline when its module fails on `row` of `batch`.
+pub(crate) fn transform_error(
     pipeline: &str,
     table: &str,
     batch: &ChangeBatch,

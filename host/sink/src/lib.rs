@@ -22,4 +22,6 @@ mod properties;
 
 pub use error::SinkError;
 pub use position::SourcePosition;
-pub use producer::{Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, load_position};
+pub use producer::{
+    Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, check_topics, load_position,
+};

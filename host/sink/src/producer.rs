@@ -151,27 +151,8 @@ impl KafkaSink {
         let found = tokio::task::spawn_blocking(move || topic_ready(&probe, &topic, wait))
             .await
             .expect("the metadata probe does not panic");
-        match found {
-            Ok(TopicState::Ready) => {}
-            Ok(TopicState::Missing) => {
-                return Err(SinkError::TopicMissing {
-                    topic: config.topic.clone(),
-                    bootstrap,
-                });
-            }
-            Ok(TopicState::Unauthorized) => {
-                return Err(SinkError::TopicUnauthorized {
-                    topic: config.topic.clone(),
-                    bootstrap,
-                });
-            }
-            Err(detail) => {
-                return Err(SinkError::Unreachable {
-                    bootstrap,
-                    waited: wait,
-                    detail,
-                });
-            }
+        if let Some(error) = topic_error(found, &config.topic, &bootstrap, wait) {
+            return Err(error);
         }
         position::ensure_topic(&config.properties, &config.position_topic, wait).await?;
 
@@ -557,6 +538,65 @@ async fn read_stored_position(
     })
     .await
     .expect("reading the position does not panic")
+}
+
+/// Checks, without a transaction or any write, that the brokers answer and that
+/// each of `topics` exists and may be seen: what `sluice check` reports. Returns one
+/// error per problem.
+pub async fn check_topics(config: &SinkConfig, topics: &[String]) -> Vec<SinkError> {
+    let properties = match client_properties(&config.properties) {
+        Ok(properties) => properties,
+        Err(e) => return vec![e],
+    };
+    let Some(bootstrap) = properties.get("bootstrap.servers").cloned() else {
+        return vec![SinkError::MissingBootstrap];
+    };
+    let mut client = ClientConfig::new();
+    for (name, value) in DEFAULTS {
+        client.set(*name, *value);
+    }
+    for (name, value) in &properties {
+        client.set(name, value);
+    }
+    let producer: FutureProducer = match client.create() {
+        Ok(producer) => producer,
+        Err(e) => return vec![SinkError::Config(redact(&e.to_string(), &properties))],
+    };
+    let mut problems = Vec::new();
+    for topic in topics {
+        let (probe, name, wait) = (producer.clone(), topic.clone(), config.connect_timeout);
+        let found = tokio::task::spawn_blocking(move || topic_ready(&probe, &name, wait))
+            .await
+            .expect("the metadata probe does not panic");
+        let unreachable = found.is_err();
+        if let Some(error) = topic_error(found, topic, &bootstrap, wait) {
+            problems.push(error);
+        }
+        if unreachable {
+            break;
+        }
+    }
+    problems
+}
+
+/// The error for a topic probe's answer, if it is a problem.
+fn topic_error(
+    found: Result<TopicState, String>,
+    topic: &str,
+    bootstrap: &str,
+    wait: Duration,
+) -> Option<SinkError> {
+    let (topic, bootstrap) = (topic.to_string(), bootstrap.to_string());
+    match found {
+        Ok(TopicState::Ready) => None,
+        Ok(TopicState::Missing) => Some(SinkError::TopicMissing { topic, bootstrap }),
+        Ok(TopicState::Unauthorized) => Some(SinkError::TopicUnauthorized { topic, bootstrap }),
+        Err(detail) => Some(SinkError::Unreachable {
+            bootstrap,
+            waited: wait,
+            detail,
+        }),
+    }
 }
 
 /// What the cluster says about the sink's topic.

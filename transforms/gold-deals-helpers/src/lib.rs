@@ -54,3 +54,25 @@ impl Transform for GoldDealsHelpers {
 }
 
 sluice_transform::export!(GoldDealsHelpers);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn makes_the_same_records_as_gold_deals() {
+        let batch = gold_deals::sample_batch();
+        let mut helpers = Output::default();
+        GoldDealsHelpers::init(&Params::default())
+            .unwrap()
+            .transform(&batch, &mut helpers)
+            .unwrap();
+        let mut rows = Output::default();
+        gold_deals::GoldDeals::init(&Params::default())
+            .unwrap()
+            .transform(&batch, &mut rows)
+            .unwrap();
+        assert_eq!(helpers.records().len(), 3);
+        assert_eq!(helpers.records(), rows.records());
+    }
+}

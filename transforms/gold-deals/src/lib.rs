@@ -9,7 +9,8 @@
 //! types to emit; `update_preimage` is dropped unless listed.
 
 use sluice_transform::{
-    Batch, ChangeType, Column, Error, JsonObject, Output, Params, Transform, Value, spark_substring,
+    Batch, BatchBuilder, ChangeType, Column, Error, JsonObject, Output, Params, Transform, Value,
+    spark_substring,
 };
 
 /// The gold columns: name in the record, source column, whether to cut an ObjectId.
@@ -95,48 +96,49 @@ impl Transform for GoldDeals {
 
 sluice_transform::export!(GoldDeals);
 
+/// Four changes of two deals (insert, update pre- and post-image, delete) shaped like
+/// the bronze table, for unit tests of this and other deal transforms.
+pub fn sample_batch() -> Batch {
+    let owner = Some("ObjectId('65a1f0c2e4b0a1b2c3d4e5f6')");
+    let mut builder = BatchBuilder::new()
+        .strings(
+            "documentId",
+            &[Some("d1"), Some("d1"), Some("d1"), Some("d2")],
+        )
+        .timestamps("eventTimestamp", &[Some(0); 4])
+        .strings("fullDocument.owner_id", &[owner; 4])
+        .strings(
+            "fullDocument.stage",
+            &[Some("new"), Some("new"), Some("won"), None],
+        );
+    for field in [
+        "owner_type",
+        "account_id",
+        "manager_account_id",
+        "hubspot_deal_id",
+        "status",
+        "title",
+    ] {
+        builder = builder.strings(&format!("fullDocument.{field}"), &[None; 4]);
+    }
+    builder
+        .change(ChangeType::Insert, 1, 0)
+        .change(ChangeType::UpdatePreimage, 2, 0)
+        .change(ChangeType::UpdatePostimage, 2, 0)
+        .change(ChangeType::Delete, 3, 0)
+        .build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_transform::{BatchBuilder, Record};
-
-    /// Four changes of two deals: insert, update (pre and post image), delete.
-    pub(crate) fn deals_batch() -> Batch {
-        let owner = Some("ObjectId('65a1f0c2e4b0a1b2c3d4e5f6')");
-        let mut builder = BatchBuilder::new()
-            .strings(
-                "documentId",
-                &[Some("d1"), Some("d1"), Some("d1"), Some("d2")],
-            )
-            .timestamps("eventTimestamp", &[Some(0); 4])
-            .strings("fullDocument.owner_id", &[owner; 4])
-            .strings(
-                "fullDocument.stage",
-                &[Some("new"), Some("new"), Some("won"), None],
-            );
-        for field in [
-            "owner_type",
-            "account_id",
-            "manager_account_id",
-            "hubspot_deal_id",
-            "status",
-            "title",
-        ] {
-            builder = builder.strings(&format!("fullDocument.{field}"), &[None; 4]);
-        }
-        builder
-            .change(ChangeType::Insert, 1, 0)
-            .change(ChangeType::UpdatePreimage, 2, 0)
-            .change(ChangeType::UpdatePostimage, 2, 0)
-            .change(ChangeType::Delete, 3, 0)
-            .build()
-    }
+    use sluice_transform::Record;
 
     #[test]
     fn inserts_become_values_deletes_tombstones_preimages_vanish() {
         let mut transform = GoldDeals::init(&Params::default()).unwrap();
         let mut out = Output::default();
-        transform.transform(&deals_batch(), &mut out).unwrap();
+        transform.transform(&sample_batch(), &mut out).unwrap();
         let records = out.records();
         let rows: Vec<_> = records.iter().map(|r| r.source_row).collect();
         assert_eq!(rows, [0, 2, 3]);

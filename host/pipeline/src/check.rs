@@ -1,0 +1,119 @@
+//! `sluice check`: validates a pipeline's config, table, module and broker without
+//! running it, and lists every problem found rather than the first.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use sluice_source::{ChangeFeed, SourceOptions};
+
+use crate::config::PipelineConfig;
+use crate::run::{configured_start, sink_config};
+use crate::stage::TransformStage;
+
+/// What one part of a pipeline was found to be.
+#[derive(Debug)]
+pub struct Finding {
+    /// `config`, `table`, `module` or `kafka`.
+    pub part: &'static str,
+    /// What was checked and found, or the problem and what to do, in a sentence.
+    pub message: String,
+    /// Whether it is a problem.
+    pub problem: bool,
+}
+
+impl Finding {
+    fn ok(part: &'static str, message: String) -> Finding {
+        Finding {
+            part,
+            message,
+            problem: false,
+        }
+    }
+
+    fn problem(part: &'static str, error: impl std::fmt::Display) -> Finding {
+        Finding {
+            part,
+            message: error.to_string(),
+            problem: true,
+        }
+    }
+}
+
+/// Checks the pipeline in `config_path`: the config parses and is consistent, the
+/// table opens and its change feed covers the configured start, the module loads and
+/// accepts its parameters, and Kafka answers and has the topics. Nothing is written
+/// (no transaction is started, so a running pipeline is not fenced).
+pub async fn check(config_path: &Path) -> Vec<Finding> {
+    let config = match PipelineConfig::load(config_path) {
+        Ok(config) => config,
+        Err(e) => return vec![Finding::problem("config", e)],
+    };
+    let mut findings = vec![Finding::ok(
+        "config",
+        format!("Pipeline {} is configured.", config.pipeline.name),
+    )];
+    findings.push(check_table(&config).await);
+    let stage_config = config.clone();
+    findings.push(
+        match tokio::task::spawn_blocking(move || TransformStage::start(&stage_config)).await {
+            Ok(Ok(stage)) => Finding::ok(
+                "module",
+                format!(
+                    "Module {} (sha256:{}) loaded and accepted its parameters.",
+                    stage.name(),
+                    stage.digest()
+                ),
+            ),
+            Ok(Err(e)) => Finding::problem("module", e),
+            Err(e) => Finding::problem("module", format!("The module check crashed: {e}")),
+        },
+    );
+    let mut topics = vec![config.sink.topic.clone()];
+    topics.extend(config.transform.dead_letter_topic.clone());
+    let problems = sluice_sink::check_topics(&sink_config(&config), &topics).await;
+    if problems.is_empty() {
+        findings.push(Finding::ok(
+            "kafka",
+            format!("Kafka answers and has topic(s) {}.", topics.join(", ")),
+        ));
+    }
+    findings.extend(problems.into_iter().map(|e| Finding::problem("kafka", e)));
+    findings
+}
+
+async fn check_table(config: &PipelineConfig) -> Finding {
+    let options = SourceOptions {
+        batch_rows: config.source.batch_rows,
+        storage_options: config.source.storage_options.clone().into_iter().collect(),
+    };
+    let table = config.source.table.clone();
+    let feed = match tokio::task::spawn_blocking(move || ChangeFeed::open(&table, options)).await {
+        Ok(Ok(feed)) => Arc::new(feed),
+        Ok(Err(e)) => return Finding::problem("table", e),
+        Err(e) => return Finding::problem("table", format!("The table check crashed: {e}")),
+    };
+    let start = match configured_start(config, &feed).await {
+        Ok(start) => start,
+        Err(e) => return Finding::problem("table", e),
+    };
+    let reader = feed.clone();
+    let opened = tokio::task::spawn_blocking(move || {
+        let latest = reader.latest_version()?;
+        if start.snapshot || start.version > latest {
+            return Ok(latest);
+        }
+        reader.read(start, latest).map(|_| latest)
+    })
+    .await;
+    match opened {
+        Ok(Ok(latest)) => Finding::ok(
+            "table",
+            format!(
+                "Table {} is at version {latest}; its change feed can be read from {start}.",
+                feed.table()
+            ),
+        ),
+        Ok(Err(e)) => Finding::problem("table", e),
+        Err(e) => Finding::problem("table", format!("The table check crashed: {e}")),
+    }
+}

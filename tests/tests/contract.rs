@@ -1,0 +1,161 @@
+//! The contract's version handshake and sandbox, and its three input paths, through
+//! `sluice preview` (no Kafka): modules built for the skeleton's contract still run,
+//! unknown versions, foreign components, WASI-hungry modules, core modules and random
+//! bytes are refused with their own message, and the Arrow, typed and helper paths
+//! make identical records.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use sluice_tests::{deals_table, repo_root, sluice_binary, transform_component, wasip2_component};
+
+fn preview(table: &Path, module: &Path, args: &[&str]) -> Output {
+    Command::new(sluice_binary())
+        .args(["preview", "--table"])
+        .arg(table)
+        .arg("--module")
+        .arg(module)
+        .args(args)
+        .output()
+        .expect("sluice runs")
+}
+
+fn preview_ok(table: &Path, module: &Path, args: &[&str]) -> String {
+    let output = preview(table, module, args);
+    assert!(
+        output.status.success(),
+        "preview failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn preview_err(table: &Path, module: &Path) -> String {
+    let output = preview(table, module, &[]);
+    assert!(!output.status.success(), "preview succeeded");
+    String::from_utf8(output.stderr).unwrap()
+}
+
+fn small_table(dir: &Path) -> std::path::PathBuf {
+    let table = dir.join("deals");
+    deals_table(&table, &["create", "--rows", "5"]);
+    table
+}
+
+#[test]
+fn a_module_built_for_the_skeletons_contract_still_runs() {
+    let work = tempfile::tempdir().unwrap();
+    let table = small_table(work.path());
+    let lines = preview_ok(
+        &table,
+        &transform_component("misbehaving/legacy-contract"),
+        &[],
+    );
+    let records: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 5);
+    for (i, record) in records.iter().enumerate() {
+        assert_eq!(record["key"], format!("deal-{i:04}"));
+        assert_eq!(record["value"], "ChangeType::Insert");
+        assert_eq!(record["row"], i);
+        assert_eq!(record["version"], 0);
+    }
+}
+
+#[test]
+fn modules_the_host_cannot_run_are_refused_with_their_reason() {
+    let work = tempfile::tempdir().unwrap();
+    let table = small_table(work.path());
+
+    let err = preview_err(&table, &transform_component("misbehaving/future-contract"));
+    assert!(
+        err.contains("was built for contract sluice:transform/transformer@9.0.0, which this host does not support; it supports sluice:transform/transformer@1.0.0, sluice:transform/transformer@0.1.0"),
+        "{err}"
+    );
+
+    let err = preview_err(&table, &wasip2_component("misbehaving/wrong-world"));
+    assert!(
+        err.contains(
+            "is a component but not a Sluice transform: it exports [example:greeter/greet"
+        ),
+        "{err}"
+    );
+
+    let err = preview_err(&table, &wasip2_component("misbehaving/wasi-hungry"));
+    assert!(
+        err.contains("imports `wasi:") && err.contains("which the host does not provide"),
+        "{err}"
+    );
+
+    let random = work.path().join("random.wasm");
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let bytes: Vec<u8> = (0..4096)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    std::fs::write(&random, bytes).unwrap();
+    let err = preview_err(&table, &random);
+    assert!(err.contains("is not a WebAssembly file"), "{err}");
+
+    transform_component("gold-deals");
+    let core = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| repo_root().join("target"), std::path::PathBuf::from)
+        .join("guests/wasm32-unknown-unknown/release/gold_deals.wasm");
+    let err = preview_err(&table, &core);
+    assert!(
+        err.contains("is a core WebAssembly module, not a component"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_arrow_typed_and_helper_paths_make_identical_records() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let gold = transform_component("gold-deals");
+    let arrow = preview_ok(&table, &gold, &[]);
+    let typed = preview_ok(&table, &gold, &["--param", "sluice.input=typed"]);
+    let helpers = preview_ok(&table, &transform_component("gold-deals-helpers"), &[]);
+    assert!(arrow.lines().count() > 30, "{arrow}");
+    assert!(
+        arrow.contains(r#""value":null"#),
+        "deletes are tombstones: {arrow}"
+    );
+    assert_eq!(typed, arrow, "typed path");
+    assert_eq!(helpers, arrow, "host helpers");
+}
+
+#[test]
+fn a_module_flooding_the_log_is_rate_limited_and_keeps_working() {
+    let work = tempfile::tempdir().unwrap();
+    let table = small_table(work.path());
+    let output = preview(
+        &table,
+        &transform_component("misbehaving/behaviors"),
+        &["--param", "behavior=flood", "--param", "bad_ids=deal-0002"],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let logged = stderr.matches("flood message").count();
+    assert!(
+        (1..=40).contains(&logged),
+        "10,000 messages, at most the burst of 40 logged: {logged}"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        stdout.lines().count(),
+        5,
+        "4 records and 1 rejected row: {stdout}"
+    );
+    assert!(
+        stdout.contains(r#""rejected":"deal deal-0002 is poisoned""#),
+        "{stdout}"
+    );
+}
