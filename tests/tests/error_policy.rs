@@ -194,6 +194,25 @@ fn bad_output_is_named_and_the_host_stays_up() {
         let log = run_expecting_failure(&files.config);
         assert!(log.contains(message), "{behavior}: {log}");
         assert!(keys(&topic).is_empty());
+
+        let topic = unique_topic(&format!("bad-skip-{behavior}"));
+        let dead = format!("{topic}-dead");
+        let transform = format!(
+            "max_output_mib = 8\non_error = \"dead-letter\"\ndead_letter_topic = \"{dead}\""
+        );
+        let files = pipeline(&table, &topic, behavior, &transform);
+        run_to_latest(&files.config);
+        assert!(keys(&topic).is_empty(), "{behavior}");
+        let letters = consume_all(&dead);
+        assert_eq!(
+            letters.len(),
+            30,
+            "{behavior}: the whole batch is dead-lettered"
+        );
+        assert!(
+            letters[0].value.as_deref().unwrap().contains(message),
+            "{behavior}"
+        );
     }
 }
 
@@ -205,4 +224,36 @@ fn a_fuel_budget_stops_an_endless_loop_deterministically() {
     let files = pipeline(&table, &topic, "loop", "fuel_per_batch = 50000000");
     let log = run_expecting_failure(&files.config);
     assert!(log.contains("crashed (fuel budget exhausted)"), "{log}");
+}
+
+#[test]
+fn an_instance_that_grew_past_the_threshold_is_replaced_between_batches() {
+    let work = tempfile::tempdir().unwrap();
+    let table = table(work.path());
+    let topic = unique_topic("recycle");
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("misbehaving/behaviors"),
+        &topic,
+        &kafka_bootstrap(),
+        Extra {
+            source: "batch_rows = 10",
+            transform: "recycle_memory_mib = 1",
+            params: "behavior = \"reject\"",
+            sink: "",
+            kafka: "",
+        },
+    );
+    let log = run_to_latest(&files.config);
+    assert_eq!(
+        log.matches("Replacing a transform instance").count(),
+        3,
+        "one fresh instance after each of the three batches: {log}"
+    );
+    let all: Vec<String> = (0..30).map(|i| format!("deal-{i:04}")).collect();
+    assert_eq!(
+        keys(&topic),
+        all,
+        "every record once, in order, across the fresh instances"
+    );
 }

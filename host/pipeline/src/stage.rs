@@ -43,6 +43,7 @@ pub(crate) struct TransformStage {
     params: Vec<(String, String)>,
     instance: Option<TransformInstance>,
     pub(crate) policy: ErrorPolicy,
+    pipeline: String,
 }
 
 impl TransformStage {
@@ -78,6 +79,7 @@ impl TransformStage {
             params,
             instance: Some(instance),
             policy: transform.on_error,
+            pipeline: config.pipeline.name.clone(),
         })
     }
 
@@ -98,6 +100,8 @@ impl TransformStage {
         &mut self,
         batch: &RecordBatch,
     ) -> Result<StageOutput, (u32, TransformError)> {
+        // The module's own log messages are shown under the pipeline they belong to.
+        let _span = tracing::info_span!("pipeline", name = %self.pipeline).entered();
         let mut excluded: Vec<u32> = Vec::new();
         let mut failed: Vec<FailedRow> = Vec::new();
         loop {
