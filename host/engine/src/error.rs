@@ -64,7 +64,7 @@ pub enum EngineError {
     },
     /// The module asks for something the sandbox does not grant.
     #[error(
-        "Transform module {path} imports `{import}`, which the host does not provide: transforms get no files, network, environment or clocks. Build it for wasm32-unknown-unknown with `sluice build`."
+        "Transform module {path} imports `{import}`, which the host does not provide: transforms get the sluice:transform contract and a WASI without files, network, environment or clocks, nothing else. Build it with a Sluice SDK."
     )]
     ForbiddenImport {
         /// The module's path.

@@ -4,6 +4,7 @@ use delta_kernel::arrow::record_batch::RecordBatch;
 use sluice_model::Record;
 use wasmtime::Store;
 use wasmtime::component::{Resource, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::batch::BatchState;
 use crate::contract::{v0_1, v1};
@@ -13,12 +14,22 @@ use crate::limits::{Limiter, MemoryCapExceeded};
 use crate::log::ModuleLog;
 use crate::module::{EngineConfig, ModulePre};
 
-/// What a store holds for its instance: its limits, its log and the resources it was
-/// lent. The sandbox grants nothing else.
+/// What a store holds for its instance: its limits, its log, the resources it was
+/// lent, and a WASI context that grants nothing.
 pub(crate) struct HostState {
     pub(crate) limiter: Limiter,
     pub(crate) table: ResourceTable,
     pub(crate) log: ModuleLog,
+    wasi: WasiCtx,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
 }
 
 /// A record a transform made.
@@ -69,6 +80,7 @@ impl TransformInstance {
                 limiter: Limiter::new(config.memory_limit_bytes),
                 table: ResourceTable::new(),
                 log: ModuleLog::new(module, config.log_messages_per_second),
+                wasi: crate::wasi::sealed(),
             },
         );
         store.limiter(|state| &mut state.limiter);

@@ -3,8 +3,8 @@
 //! This crate narrows wasmtime to what Sluice needs: the component model, a memory cap,
 //! a per-batch deadline and an optional fuel budget for every instance, a pooling
 //! allocator sized from those limits, compiled modules cached by content digest, and a
-//! linker that grants only the contract's own `host` interface, so a module has no
-//! files, network, environment or clocks. Modules are checked against the
+//! linker that grants the contract's own `host` interface plus a WASI that reaches
+//! nothing, so a module has no files, network, environment or real time. Modules are checked against the
 //! `sluice:transform` contract when they are loaded, and called once per batch.
 
 mod batch;
@@ -15,6 +15,7 @@ mod instance;
 mod limits;
 mod log;
 mod module;
+mod wasi;
 
 pub use error::{EngineError, TransformError, TrapKind};
 pub use instance::{BatchOutput, OutputRecord, RejectedRow, TransformInstance};

@@ -129,6 +129,8 @@ impl TransformEngine {
             path: path_buf.clone(),
             reason: format!("{e:#}"),
         };
+        // Interpreted guests import WASI; it links, sealed (see `wasi.rs`).
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(invalid)?;
         let pre = match version {
             Contract::V1 => {
                 v1::Transform::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
@@ -283,7 +285,8 @@ fn check_contract(
     }
 }
 
-/// Refuses a module that imports anything but the contract's own interfaces.
+/// Refuses a module that imports anything but the contract's own interfaces and WASI
+/// (which links to a context that grants nothing).
 fn check_imports(
     engine: &wasmtime::Engine,
     component: &Component,
@@ -291,9 +294,11 @@ fn check_imports(
     version: Contract,
 ) -> Result<(), EngineError> {
     let allowed = |name: &str| {
-        name.strip_prefix("sluice:transform/")
-            .and_then(|rest| rest.split_once('@'))
-            .is_some_and(|(_, v)| v == version.version())
+        name.starts_with("wasi:")
+            || name
+                .strip_prefix("sluice:transform/")
+                .and_then(|rest| rest.split_once('@'))
+                .is_some_and(|(_, v)| v == version.version())
     };
     let component_type = component.component_type();
     let forbidden = component_type
