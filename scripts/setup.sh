@@ -45,6 +45,9 @@ done
 
 python3 -c 'import deltalake, pyarrow' 2>/dev/null ||
   python3 -m pip install --quiet --disable-pip-version-check 'deltalake==1.6.6' 'pyarrow>=17'
+# Python transforms are built into components with componentize-py.
+command -v componentize-py >/dev/null && componentize-py --version | grep -q ' 0.25.1$' ||
+  python3 -m pip install --quiet --disable-pip-version-check 'componentize-py==0.25.1'
 # A local S3 endpoint for the object-store tests.
 python3 -c 'import moto.server, boto3' 2>/dev/null ||
   python3 -m pip install --quiet --disable-pip-version-check 'moto[server]==5.2.1'

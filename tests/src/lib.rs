@@ -122,6 +122,31 @@ pub fn wasip2_component(name: &str) -> PathBuf {
         .join(format!("{package}.wasm"))
 }
 
+/// The component componentize-py builds from `transforms/<name>/app.py`.
+pub fn python_component(name: &str) -> PathBuf {
+    let file = name.rsplit('/').next().expect("a name");
+    let out = target_dir()
+        .join("guests")
+        .join("components")
+        .join(format!("{file}.wasm"));
+    std::fs::create_dir_all(out.parent().expect("a directory")).expect("the directory is made");
+    let status = Command::new("componentize-py")
+        .arg("-d")
+        .arg(repo_root().join("wit/transform.wit"))
+        .args(["-w", "transform", "componentize", "app", "-p"])
+        .arg(repo_root().join("transforms").join(name))
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .status()
+        .expect("componentize-py runs (scripts/setup.sh installs it)");
+    assert!(
+        status.success(),
+        "building {name} with componentize-py failed"
+    );
+    out
+}
+
 /// Runs a step of `scripts/deals_table.py` on `table`.
 pub fn deals_table(table: &Path, args: &[&str]) {
     let status = Command::new("python3")

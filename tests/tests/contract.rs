@@ -2,12 +2,14 @@
 //! `sluice preview` (no Kafka): modules built for the skeleton's contract still run,
 //! unknown versions, foreign components, WASI-hungry modules, core modules and random
 //! bytes are refused with their own message, and the Arrow, typed and helper paths
-//! make identical records.
+//! (the last one also from Python) make identical records.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use sluice_tests::{deals_table, repo_root, sluice_binary, transform_component, wasip2_component};
+use sluice_tests::{
+    deals_table, python_component, repo_root, sluice_binary, transform_component, wasip2_component,
+};
 
 fn preview(table: &Path, module: &Path, args: &[&str]) -> Output {
     Command::new(sluice_binary())
@@ -134,6 +136,9 @@ fn the_arrow_typed_and_helper_paths_make_identical_records() {
     );
     assert_eq!(typed, arrow, "typed path");
     assert_eq!(helpers, arrow, "host helpers");
+    // An interpreted guest (CPython, with WASI sealed) on the helpers, byte for byte.
+    let python = preview_ok(&table, &python_component("gold-deals-python"), &[]);
+    assert_eq!(python, arrow, "Python on the host helpers");
 }
 
 #[test]
@@ -161,5 +166,19 @@ fn a_module_flooding_the_log_is_rate_limited_and_keeps_working() {
     assert!(
         stdout.contains(r#""rejected":"deal deal-0002 is poisoned""#),
         "{stdout}"
+    );
+}
+
+#[test]
+fn a_python_exception_is_reported_with_its_traceback() {
+    let work = tempfile::tempdir().unwrap();
+    let table = small_table(work.path());
+    let err = preview_err(&table, &python_component("misbehaving/python-raises"));
+    assert!(err.contains("crashed (panic)"), "{err}");
+    assert!(err.contains("The module wrote to stderr:"), "{err}");
+    assert!(err.contains("Traceback (most recent call last):"), "{err}");
+    assert!(
+        err.contains("ValueError: cannot handle a batch of 5 deals"),
+        "{err}"
     );
 }

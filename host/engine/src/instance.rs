@@ -4,6 +4,7 @@ use delta_kernel::arrow::record_batch::RecordBatch;
 use sluice_model::Record;
 use wasmtime::Store;
 use wasmtime::component::{Resource, ResourceTable};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::batch::BatchState;
@@ -21,6 +22,7 @@ pub(crate) struct HostState {
     pub(crate) table: ResourceTable,
     pub(crate) log: ModuleLog,
     wasi: WasiCtx,
+    stderr: MemoryOutputPipe,
 }
 
 impl WasiView for HostState {
@@ -74,13 +76,15 @@ impl TransformInstance {
         module: &str,
         params: &[(String, String)],
     ) -> Result<TransformInstance, EngineError> {
+        let (wasi, stderr) = crate::wasi::sealed();
         let mut store = Store::new(
             engine,
             HostState {
                 limiter: Limiter::new(config.memory_limit_bytes),
                 table: ResourceTable::new(),
                 log: ModuleLog::new(module, config.log_messages_per_second),
-                wasi: crate::wasi::sealed(),
+                wasi,
+                stderr,
             },
         );
         store.limiter(|state| &mut state.limiter);
@@ -109,7 +113,7 @@ impl TransformInstance {
         init.map_err(|e| EngineError::InitTrap {
             module: module.to_string(),
             kind: trap_kind(&e),
-            message: format!("{e:#}"),
+            message: with_stderr(format!("{e:#}"), &store.data().stderr),
         })?
         .map_err(|message| EngineError::Init {
             module: module.to_string(),
@@ -218,7 +222,7 @@ impl TransformInstance {
         TransformError::Trap {
             module: self.module.clone(),
             kind: trap_kind(error),
-            message: format!("{error:#}"),
+            message: with_stderr(format!("{error:#}"), &self.store.data().stderr),
         }
     }
 
@@ -253,6 +257,15 @@ impl TransformInstance {
                 message,
             },
         }
+    }
+}
+
+/// A trap's message, with the end of what the module wrote to stderr (an
+/// interpreter's traceback) when there is any.
+fn with_stderr(message: String, stderr: &MemoryOutputPipe) -> String {
+    match crate::wasi::stderr_tail(stderr) {
+        Some(tail) => format!("{message}\nThe module wrote to stderr:\n{tail}"),
+        None => message,
     }
 }
 
