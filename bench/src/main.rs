@@ -8,7 +8,9 @@
 //!   packed records (the contract's fast path);
 //! - `guest typed`: the same component reading the contract's typed columns;
 //! - `guest helpers`: `gold-deals-helpers`, which only describes the work and lets the
-//!   host select and encode natively.
+//!   host select and encode natively;
+//! - `python helpers`: `gold-deals-python`, the same description from CPython
+//!   (componentize-py), when `componentize-py` is installed.
 //!
 //! Each guest timing covers everything a pipeline pays per batch: the host's
 //! conversion, the call, the guest's decoding and work, and unpacking the records.
@@ -48,6 +50,7 @@ fn main() -> anyhow::Result<()> {
     };
     let gold = build("gold-deals")?;
     let helpers = build("gold-deals-helpers")?;
+    let python = build_python(root, &target.join("components"));
 
     println!("gold-deals on {rows}-row batches, best of {iterations} (2 cores, this machine)");
     println!(
@@ -66,23 +69,41 @@ fn main() -> anyhow::Result<()> {
     report("native", rows, native, native.0);
 
     let engine = TransformEngine::new(EngineConfig::default())?;
-    for (path, module, params) in [
-        ("guest arrow", &gold, vec![]),
-        (
-            "guest typed",
-            &gold,
-            vec![("sluice.input".to_string(), "typed".to_string())],
-        ),
-        ("guest helpers", &helpers, vec![]),
-    ] {
+    let typed = vec![("sluice.input".to_string(), "typed".to_string())];
+    let mut paths = vec![
+        ("guest arrow", gold.clone(), vec![]),
+        ("guest typed", gold, typed),
+        ("guest helpers", helpers, vec![]),
+    ];
+    match python {
+        Some(module) => paths.push(("python helpers", module, vec![])),
+        None => println!("(python helpers skipped: componentize-py is not installed)"),
+    }
+    for (path, module, params) in &paths {
         let module = engine.load(module)?;
-        let mut instance = module.instantiate(&params)?;
+        let mut instance = module.instantiate(params)?;
         let timing = measure(iterations, || {
             instance.transform(&batch).expect("transform").records.len()
         });
         report(path, rows, timing, native.0);
     }
     Ok(())
+}
+
+/// Builds `transforms/gold-deals-python` with componentize-py, if it is installed.
+fn build_python(root: &Path, out_dir: &Path) -> Option<PathBuf> {
+    let out = out_dir.join("gold-deals-python.wasm");
+    let status = std::process::Command::new("componentize-py")
+        .arg("-d")
+        .arg(root.join("wit/transform.wit"))
+        .args(["-w", "transform", "componentize", "app", "-p"])
+        .arg(root.join("transforms/gold-deals-python"))
+        .arg("-o")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .ok()?;
+    status.success().then_some(out)
 }
 
 /// The fastest of `iterations` runs and the record count it produced.
