@@ -85,6 +85,12 @@ fn modules_the_host_cannot_run_are_refused_with_their_reason() {
         "{err}"
     );
 
+    let err = preview_err(&table, &transform_component("misbehaving/foreign-import"));
+    assert!(
+        err.contains("imports `example:vault/secrets`, which the host does not provide"),
+        "{err}"
+    );
+
     // WASI links (interpreted guests need it) but reaches nothing.
     let err = preview_err(&table, &wasip2_component("misbehaving/wasi-hungry"));
     assert!(err.contains("refused its parameters: file: Err("), "{err}");
