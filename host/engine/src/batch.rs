@@ -270,16 +270,16 @@ impl host::HostBatch for HostState {
         spec: wit::EncodeSpec,
     ) -> wasmtime::Result<Result<u32, String>> {
         let state = batch(self, &handle)?;
-        let mut packed = PackedRecords::default();
-        let count = match model::encode(&state.batch, &encode_spec(spec), &mut packed) {
-            Ok(count) => count,
-            Err(e) => return Ok(Err(e.0)),
-        };
-        let records = packed
-            .unpack(state.num_rows())
-            .map_err(|e| wasmtime::Error::msg(format!("the host packed bad records: {e}")))?;
-        state.add(records);
-        Ok(Ok(count))
+        let mut records = Vec::new();
+        Ok(
+            model::encode(&state.batch, &encode_spec(spec), &mut records).map_or_else(
+                |e| Err(e.0),
+                |count| {
+                    state.add(records);
+                    Ok(count)
+                },
+            ),
+        )
     }
 
     fn emit_packed(

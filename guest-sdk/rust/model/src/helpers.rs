@@ -8,7 +8,7 @@ use arrow_array::RecordBatch;
 
 use crate::column::Column;
 use crate::json::JsonObject;
-use crate::packed::PackedRecords;
+use crate::packed::{PackedRecords, Record};
 use crate::text::spark_substring;
 use crate::value::{ChangeType, Value};
 
@@ -325,11 +325,45 @@ fn text_bytes(value: &Value<'_>, out: &mut Vec<u8>) -> bool {
     true
 }
 
+/// Where encoded records go: packed (the SDK, which hands them across the boundary) or
+/// as records (the host, which produces them), without converting one into the other.
+pub trait RecordSink {
+    /// Adds a record to the pipeline's topic without headers.
+    fn push_parts(&mut self, source_row: u32, key: Option<&[u8]>, value: Option<&[u8]>);
+    /// Adds any record.
+    fn push_record(&mut self, record: Record);
+}
+
+impl RecordSink for PackedRecords {
+    fn push_parts(&mut self, source_row: u32, key: Option<&[u8]>, value: Option<&[u8]>) {
+        PackedRecords::push_parts(self, source_row, key, value);
+    }
+
+    fn push_record(&mut self, record: Record) {
+        self.push(&record);
+    }
+}
+
+impl RecordSink for Vec<Record> {
+    fn push_parts(&mut self, source_row: u32, key: Option<&[u8]>, value: Option<&[u8]>) {
+        self.push(Record {
+            source_row,
+            key: key.map(<[u8]>::to_vec),
+            value: value.map(<[u8]>::to_vec),
+            ..Record::default()
+        });
+    }
+
+    fn push_record(&mut self, record: Record) {
+        self.push(record);
+    }
+}
+
 /// Makes one record per row of `spec.rows` into `out`; returns how many.
 pub fn encode(
     batch: &RecordBatch,
     spec: &EncodeSpec,
-    out: &mut PackedRecords,
+    out: &mut impl RecordSink,
 ) -> Result<u32, HelperError> {
     let rows = candidates(batch, Some(&spec.rows))?;
     let key = spec
@@ -384,12 +418,12 @@ pub fn encode(
             out.push_parts(row, key, value);
             continue;
         }
-        let mut record = crate::Record {
+        let mut record = Record {
             source_row: row,
             topic: spec.topic.clone(),
             key: key.map(<[u8]>::to_vec),
             value: value.map(<[u8]>::to_vec),
-            ..crate::Record::default()
+            ..Record::default()
         };
         for (name, field) in &headers {
             let mut bytes = Vec::new();
@@ -397,7 +431,7 @@ pub fn encode(
                 record.headers.push((name.to_string(), bytes));
             }
         }
-        out.push(&record);
+        out.push_record(record);
     }
     Ok(rows.len() as u32)
 }
