@@ -7,6 +7,8 @@ against a golden file.
 
     deals_table.py TABLE create [--rows N]     version 0: N deals (default 20)
     deals_table.py TABLE append --start K --rows N
+    deals_table.py TABLE appends --start K --rows N --versions V
+                                                V versions of N new deals each, from deal K
     deals_table.py TABLE update                 deals 3 and 7 are won
     deals_table.py TABLE delete                 deals 5 and 10 are removed
     deals_table.py TABLE merge                  deal 1 changes stage, deal 100 is new
@@ -116,6 +118,11 @@ def append(table: str, start: int, rows: int) -> None:
     write_deltalake(table, deals(range(start, start + rows)), mode="append")
 
 
+def appends(table: str, start: int, rows: int, versions: int) -> None:
+    for v in range(versions):
+        append(table, start + v * rows, rows)
+
+
 def big(table: str, start: int, title_bytes: int) -> None:
     row = deal(start)
     row["fullDocument"]["title"] = "x" * title_bytes
@@ -167,15 +174,18 @@ def plain(table: str, rows: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table")
-    parser.add_argument("step", choices=["create", "bulk", "append", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain"])
+    parser.add_argument("step", choices=["create", "bulk", "append", "appends", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain"])
     parser.add_argument("--rows", type=int, default=20)
     parser.add_argument("--start", type=int, default=20)
     parser.add_argument("--title-bytes", type=int, default=2_000_000)
+    parser.add_argument("--versions", type=int, default=1)
     args = parser.parse_args()
     if args.step == "create":
         create(args.table, args.rows)
     elif args.step == "append":
         append(args.table, args.start, args.rows)
+    elif args.step == "appends":
+        appends(args.table, args.start, args.rows, args.versions)
     elif args.step == "bulk":
         bulk(args.table, args.rows)
     elif args.step == "big":

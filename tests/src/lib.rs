@@ -2,6 +2,8 @@
 //! components built from `transforms/`, Delta tables written by `scripts/deals_table.py`,
 //! the `sluice` binary, and a read_committed consumer.
 
+pub mod service;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

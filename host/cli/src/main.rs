@@ -1,5 +1,7 @@
 //! The `sluice` command.
 
+mod admin;
+
 use std::path::PathBuf;
 
 use anyhow::Context as _;
@@ -69,6 +71,28 @@ enum Command {
         /// The pipeline's TOML config.
         #[arg(long, short)]
         config: PathBuf,
+    },
+    /// Run the multi-tenant service: many tenants' pipelines in one process, an admin
+    /// API, live module swaps, Prometheus metrics. Stops on Ctrl-C or SIGTERM after
+    /// every pipeline commits its work.
+    Serve {
+        /// The service's TOML config.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Upload and list modules on a running service.
+    Module {
+        #[command(flatten)]
+        server: admin::ServerArgs,
+        #[command(subcommand)]
+        action: admin::ModuleAction,
+    },
+    /// Create, swap, pause, resume, delete and watch pipelines on a running service.
+    Pipeline {
+        #[command(flatten)]
+        server: admin::ServerArgs,
+        #[command(subcommand)]
+        action: admin::PipelineAction,
     },
     /// Show or reset a pipeline's stored position.
     Position {
@@ -252,6 +276,21 @@ async fn main() -> anyhow::Result<()> {
                 anyhow::bail!("{problems} problem(s) found in {}.", config.display());
             }
             Ok(())
+        }
+        Command::Serve { config } => {
+            let config = sluice_service::ServeConfig::load(&config)?;
+            sluice_service::serve(config, async {
+                wait_for_signal().await;
+                tracing::info!("Shutting down: every pipeline commits its work and stops.");
+            })
+            .await?;
+            Ok(())
+        }
+        Command::Module { server, action } => {
+            tokio::task::spawn_blocking(move || admin::module(&server, action)).await?
+        }
+        Command::Pipeline { server, action } => {
+            tokio::task::spawn_blocking(move || admin::pipeline(&server, action)).await?
         }
         Command::Build {
             dir,

@@ -11,7 +11,7 @@ use crate::contract::v1::sluice::transform::host;
 use crate::contract::v1::sluice::transform::types as wit;
 use crate::convert;
 use crate::instance::HostState;
-use crate::log::Level;
+use crate::log::LogLevel as Level;
 
 /// One batch during a `transform` call, and what the module made of it.
 pub struct BatchState {

@@ -13,7 +13,7 @@ use crate::convert;
 use crate::error::{EngineError, TransformError, TrapKind};
 use crate::limits::{Limiter, MemoryCapExceeded};
 use crate::log::ModuleLog;
-use crate::module::{EngineConfig, ModulePre};
+use crate::module::{InstanceLimits, LogTap, ModulePre};
 
 /// What a store holds for its instance: its limits, its log, the resources it was
 /// lent, and a WASI context that grants nothing.
@@ -65,13 +65,14 @@ pub struct TransformInstance {
     store: Store<HostState>,
     bindings: Bindings,
     module: String,
-    config: EngineConfig,
+    limits: InstanceLimits,
 }
 
 impl TransformInstance {
     pub(crate) fn start(
         engine: &wasmtime::Engine,
-        config: &EngineConfig,
+        config: &InstanceLimits,
+        log_tap: Option<LogTap>,
         pre: &ModulePre,
         module: &str,
         params: &[(String, String)],
@@ -82,7 +83,7 @@ impl TransformInstance {
             HostState {
                 limiter: Limiter::new(config.memory_limit_bytes),
                 table: ResourceTable::new(),
-                log: ModuleLog::new(module, config.log_messages_per_second),
+                log: ModuleLog::new(module, config.log_messages_per_second, log_tap),
                 wasi,
                 stderr,
             },
@@ -123,7 +124,7 @@ impl TransformInstance {
             store,
             bindings,
             module: module.to_string(),
-            config: config.clone(),
+            limits: config.clone(),
         })
     }
 
@@ -134,10 +135,10 @@ impl TransformInstance {
     pub fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError> {
         let batch = convert::normalize(batch).map_err(|message| self.input_error(message))?;
         let num_rows = batch.num_rows() as u32;
-        arm(&mut self.store, &self.config).map_err(|e| self.trap(&e))?;
+        arm(&mut self.store, &self.limits).map_err(|e| self.trap(&e))?;
         let output = match &self.bindings {
             Bindings::V1(bindings) => {
-                let state = BatchState::new(batch, self.config.max_output_bytes);
+                let state = BatchState::new(batch, self.limits.max_output_bytes);
                 let handle = self
                     .store
                     .data_mut()
@@ -201,7 +202,7 @@ impl TransformInstance {
     /// Whether the instance's memory grew past the recycling threshold, so the caller
     /// should replace it with a fresh one between batches.
     pub fn wants_recycling(&self) -> bool {
-        self.store.data().limiter.memory_peak > self.config.recycle_memory_bytes
+        self.store.data().limiter.memory_peak > self.limits.recycle_memory_bytes
     }
 
     fn input_error(&self, message: String) -> TransformError {
@@ -270,7 +271,7 @@ fn with_stderr(message: String, stderr: &MemoryOutputPipe) -> String {
 }
 
 /// Sets the deadline (and fuel, when budgeted) for the next call.
-fn arm(store: &mut Store<HostState>, config: &EngineConfig) -> wasmtime::Result<()> {
+fn arm(store: &mut Store<HostState>, config: &InstanceLimits) -> wasmtime::Result<()> {
     store.set_epoch_deadline(config.deadline_ticks());
     if let Some(fuel) = config.fuel_per_batch {
         store.set_fuel(fuel)?;

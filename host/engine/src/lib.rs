@@ -19,7 +19,10 @@ mod wasi;
 
 pub use error::{EngineError, TransformError, TrapKind};
 pub use instance::{BatchOutput, OutputRecord, RejectedRow, TransformInstance};
-pub use module::{Contract, EngineConfig, TransformEngine, TransformModule};
+pub use log::LogLevel;
+pub use module::{
+    Contract, EngineConfig, InstanceLimits, LogTap, TransformEngine, TransformModule,
+};
 
 /// The contract versions this host can run, newest first.
 pub const SUPPORTED_CONTRACTS: &[&str] = &[contract::V1_EXPORT, contract::V0_1_EXPORT];

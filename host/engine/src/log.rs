@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use crate::module::LogTap;
+
 /// Longest message kept; longer ones are cut.
 const MAX_MESSAGE_BYTES: usize = 4096;
 
@@ -14,20 +16,39 @@ pub(crate) struct ModuleLog {
     tokens: f64,
     last: Instant,
     dropped: u64,
+    tap: Option<LogTap>,
 }
 
 /// How loud a module's message is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Level {
+pub enum LogLevel {
+    /// Detail for tracing a module's steps.
     Trace,
+    /// Detail for debugging.
     Debug,
+    /// Normal operation.
     Info,
+    /// Something the operator should look at.
     Warn,
+    /// A failure.
     Error,
 }
 
+impl LogLevel {
+    /// The level's name in lower case.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
 impl ModuleLog {
-    pub(crate) fn new(module: &str, rate_per_second: u32) -> ModuleLog {
+    pub(crate) fn new(module: &str, rate_per_second: u32, tap: Option<LogTap>) -> ModuleLog {
         let rate = f64::from(rate_per_second.max(1));
         ModuleLog {
             module: module.to_string(),
@@ -36,12 +57,13 @@ impl ModuleLog {
             tokens: rate * 2.0,
             last: Instant::now(),
             dropped: 0,
+            tap,
         }
     }
 
     /// Logs `message` unless the module is over its rate; the next message that gets
     /// through says how many were dropped.
-    pub(crate) fn log(&mut self, level: Level, message: &str) {
+    pub(crate) fn log(&mut self, level: LogLevel, message: &str) {
         let now = Instant::now();
         let refill = now.duration_since(self.last).as_secs_f64() * self.rate;
         self.tokens = (self.tokens + refill).min(self.burst);
@@ -59,11 +81,14 @@ impl ModuleLog {
         let dropped = std::mem::take(&mut self.dropped);
         let module = self.module.as_str();
         match level {
-            Level::Trace => tracing::trace!(module, dropped, "{text}"),
-            Level::Debug => tracing::debug!(module, dropped, "{text}"),
-            Level::Info => tracing::info!(module, dropped, "{text}"),
-            Level::Warn => tracing::warn!(module, dropped, "{text}"),
-            Level::Error => tracing::error!(module, dropped, "{text}"),
+            LogLevel::Trace => tracing::trace!(module, dropped, "{text}"),
+            LogLevel::Debug => tracing::debug!(module, dropped, "{text}"),
+            LogLevel::Info => tracing::info!(module, dropped, "{text}"),
+            LogLevel::Warn => tracing::warn!(module, dropped, "{text}"),
+            LogLevel::Error => tracing::error!(module, dropped, "{text}"),
+        }
+        if let Some(tap) = &self.tap {
+            tap(level, text);
         }
     }
 
@@ -80,10 +105,16 @@ mod tests {
 
     #[test]
     fn bursts_past_the_rate_are_dropped_and_counted() {
-        let mut log = ModuleLog::new("m", 10);
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = seen.clone();
+        let tap: LogTap = std::sync::Arc::new(move |_, _| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut log = ModuleLog::new("m", 10, Some(tap));
         for _ in 0..100 {
-            log.log(Level::Info, "hello");
+            log.log(LogLevel::Info, "hello");
         }
         assert_eq!(log.dropped(), 80);
+        assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 20);
     }
 }

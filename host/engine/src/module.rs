@@ -1,9 +1,10 @@
 //! The Wasm engine and loaded transform modules.
 
+use std::collections::HashMap;
 use std::hash::{Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::Digest as _;
@@ -13,59 +14,102 @@ use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
 use crate::contract::{self, v0_1, v1};
 use crate::error::EngineError;
 use crate::instance::{HostState, TransformInstance};
+use crate::log::LogLevel;
 
 /// How often the engine's epoch advances; deadlines are counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Limits every transform instance runs under, and how the engine is set up.
-#[derive(Clone, Debug)]
-pub struct EngineConfig {
+/// The limits one module's instances run under. Each module loaded into an engine
+/// may have its own (a service hosts many tenants' modules in one engine).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceLimits {
     /// Most linear memory one instance may grow to, in bytes.
     pub memory_limit_bytes: usize,
     /// Longest one `init` or `transform` call may run before it is interrupted.
     pub batch_deadline: Duration,
     /// Fuel (roughly, Wasm instructions) one call may use; unlimited when `None`.
-    /// Deterministic, unlike the deadline, at a cost of about 10-15% speed.
+    /// Deterministic, unlike the deadline, at a cost of about 10-15% speed; needs an
+    /// engine with [`EngineConfig::fuel_metering`].
     pub fuel_per_batch: Option<u64>,
     /// Most bytes of keys, values and headers one batch may produce.
     pub max_output_bytes: usize,
     /// An instance whose memory grew past this is replaced between batches.
     pub recycle_memory_bytes: usize,
-    /// Instance slots the pooling allocator reserves; 0 allocates on demand.
-    pub pooled_instances: u32,
-    /// Where compiled modules are cached by content digest; no cache when `None`.
-    pub cache_dir: Option<PathBuf>,
     /// Log messages per second one instance may write before they are dropped.
     pub log_messages_per_second: u32,
 }
 
-impl Default for EngineConfig {
-    fn default() -> EngineConfig {
-        EngineConfig {
+impl Default for InstanceLimits {
+    fn default() -> InstanceLimits {
+        InstanceLimits {
             memory_limit_bytes: 256 * 1024 * 1024,
             batch_deadline: Duration::from_secs(10),
             fuel_per_batch: None,
             max_output_bytes: 256 * 1024 * 1024,
             recycle_memory_bytes: 128 * 1024 * 1024,
-            pooled_instances: 16,
-            cache_dir: None,
             log_messages_per_second: 20,
         }
     }
 }
 
-impl EngineConfig {
+impl InstanceLimits {
     pub(crate) fn deadline_ticks(&self) -> u64 {
         (self.batch_deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
     }
 }
 
+/// How the engine is set up, and the limits of modules loaded without their own.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Limits for [`TransformEngine::load`].
+    pub limits: InstanceLimits,
+    /// Whether instructions are metered, so modules may have a fuel budget. Every
+    /// module of the engine pays the metering cost.
+    pub fuel_metering: bool,
+    /// Instance slots the pooling allocator reserves, each sized for
+    /// `limits.memory_limit_bytes`; 0 allocates on demand (for hosts of many modules).
+    pub pooled_instances: u32,
+    /// Where compiled modules are cached by content digest; no cache when `None`.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            limits: InstanceLimits::default(),
+            fuel_metering: false,
+            pooled_instances: 16,
+            cache_dir: None,
+        }
+    }
+}
+
+/// Called with every log message a module writes that its rate limit lets through,
+/// after it is logged: how a service streams one pipeline's guest logs.
+pub type LogTap = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
+
+/// Stops the epoch thread when the last engine or module using it is dropped.
+struct Ticker {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 /// A wasmtime engine configured for transforms, with the thread that advances its
 /// epoch so deadlines fire.
+///
+/// Cloning is cheap: clones share the engine, its compiled code and its ticker.
+#[derive(Clone)]
 pub struct TransformEngine {
     engine: wasmtime::Engine,
     config: EngineConfig,
-    ticker_stop: Arc<AtomicBool>,
+    ticker: Arc<Ticker>,
+    // Compiled code by module digest: many pipelines running one module share it.
+    compiled: Arc<Mutex<HashMap<String, Component>>>,
 }
 
 impl TransformEngine {
@@ -74,7 +118,7 @@ impl TransformEngine {
         let mut wasm = wasmtime::Config::new();
         wasm.wasm_component_model(true)
             .epoch_interruption(true)
-            .consume_fuel(config.fuel_per_batch.is_some());
+            .consume_fuel(config.fuel_metering || config.limits.fuel_per_batch.is_some());
         if config.pooled_instances > 0 {
             wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(&config)));
         }
@@ -94,22 +138,53 @@ impl TransformEngine {
         Ok(TransformEngine {
             engine,
             config,
-            ticker_stop,
+            ticker: Arc::new(Ticker { stop: ticker_stop }),
+            compiled: Arc::default(),
         })
     }
 
-    /// Loads, checks and compiles a transform component from a file.
+    /// Whether instructions are metered, so modules may have a fuel budget.
+    fn fuel_metered(&self) -> bool {
+        self.config.fuel_metering || self.config.limits.fuel_per_batch.is_some()
+    }
+
+    /// Loads, checks and compiles a transform component from a file, with the
+    /// engine's default limits; the module is named after the file.
     pub fn load(&self, path: &Path) -> Result<TransformModule, EngineError> {
         let bytes = std::fs::read(path).map_err(|source| EngineError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        self.load_bytes(path, &bytes)
+        let name = path.file_stem().map_or_else(
+            || path.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        self.load_bytes(&name, path, &bytes, self.config.limits.clone())
     }
 
-    /// Checks and compiles a transform component; `path` names it in messages.
-    fn load_bytes(&self, path: &Path, bytes: &[u8]) -> Result<TransformModule, EngineError> {
+    /// Checks and compiles a transform component whose instances run under `limits`;
+    /// `name` names the module in logs and errors, `path` where it came from.
+    pub fn load_bytes(
+        &self,
+        name: &str,
+        path: &Path,
+        bytes: &[u8],
+        limits: InstanceLimits,
+    ) -> Result<TransformModule, EngineError> {
         let path_buf = path.to_path_buf();
+        if limits.fuel_per_batch.is_some() && !self.fuel_metered() {
+            return Err(EngineError::Config(format!(
+                "module {name} has a fuel budget, but this engine does not meter fuel; enable fuel metering for the host"
+            )));
+        }
+        if self.config.pooled_instances > 0
+            && limits.memory_limit_bytes > self.config.limits.memory_limit_bytes
+        {
+            return Err(EngineError::Config(format!(
+                "module {name} may use {} bytes of memory, more than the engine's pooled slots hold ({})",
+                limits.memory_limit_bytes, self.config.limits.memory_limit_bytes
+            )));
+        }
         match bytes.get(..8) {
             Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => {
                 return Err(EngineError::CoreModule { path: path_buf });
@@ -143,24 +218,42 @@ impl TransformEngine {
                 ModulePre::V0_1(v0_1::TransformPre::new(pre).map_err(invalid)?)
             }
         };
-        let name = path.file_stem().map_or_else(
-            || path.display().to_string(),
-            |s| s.to_string_lossy().into_owned(),
-        );
         Ok(TransformModule {
-            name,
+            name: name.to_string(),
             digest,
             contract: version,
             engine: self.engine.clone(),
-            config: self.config.clone(),
+            _ticker: self.ticker.clone(),
+            limits,
+            log_tap: None,
             pre,
         })
     }
 
-    /// Compiles the component, or reads it from the cache of compiled modules. Cached
-    /// files are keyed by the module's digest and the engine's settings, and written
-    /// only by this function.
+    /// Compiles the component, or takes it from the engine's compiled modules or the
+    /// cache directory. Cached files are keyed by the module's digest and the engine's
+    /// settings, and written only by this code.
     fn compile(&self, path: &Path, bytes: &[u8], digest: &str) -> Result<Component, EngineError> {
+        let compiled = || {
+            self.compiled
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(component) = compiled().get(digest) {
+            return Ok(component.clone());
+        }
+        let component = self.compile_or_read_cache(path, bytes, digest)?;
+        compiled().insert(digest.to_string(), component.clone());
+        Ok(component)
+    }
+
+    /// Compiles the component, or reads it from the cache directory.
+    fn compile_or_read_cache(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        digest: &str,
+    ) -> Result<Component, EngineError> {
         let invalid = |e: wasmtime::Error| EngineError::Invalid {
             path: path.to_path_buf(),
             reason: format!("{e:#}"),
@@ -206,12 +299,6 @@ impl TransformEngine {
     }
 }
 
-impl Drop for TransformEngine {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
-    }
-}
-
 /// The pooling allocator's slots, sized from the instance limits. Guests built by
 /// interpreters (JavaScript, Python) hold several core instances, memories and large
 /// tables, so the per-component counts are generous.
@@ -230,7 +317,7 @@ fn pooling(config: &EngineConfig) -> PoolingAllocationConfig {
         .table_elements(100_000)
         .max_core_instance_size(16 * 1024 * 1024)
         .max_component_instance_size(16 * 1024 * 1024)
-        .max_memory_size(config.memory_limit_bytes);
+        .max_memory_size(config.limits.memory_limit_bytes);
     pool
 }
 
@@ -326,7 +413,10 @@ pub struct TransformModule {
     digest: String,
     contract: Contract,
     engine: wasmtime::Engine,
-    config: EngineConfig,
+    // Deadlines fire only while the engine's epoch thread runs.
+    _ticker: Arc<Ticker>,
+    limits: InstanceLimits,
+    log_tap: Option<LogTap>,
     pre: ModulePre,
 }
 
@@ -346,11 +436,29 @@ impl TransformModule {
         self.contract
     }
 
+    /// The limits its instances run under.
+    pub fn limits(&self) -> &InstanceLimits {
+        &self.limits
+    }
+
+    /// Sends the module's log messages to `tap` as well as to the host's log.
+    pub fn with_log_tap(mut self, tap: LogTap) -> TransformModule {
+        self.log_tap = Some(tap);
+        self
+    }
+
     /// Starts a fresh instance and calls its `init` with `params`.
     pub fn instantiate(
         &self,
         params: &[(String, String)],
     ) -> Result<TransformInstance, EngineError> {
-        TransformInstance::start(&self.engine, &self.config, &self.pre, &self.name, params)
+        TransformInstance::start(
+            &self.engine,
+            &self.limits,
+            self.log_tap.clone(),
+            &self.pre,
+            &self.name,
+            params,
+        )
     }
 }

@@ -8,7 +8,7 @@ use sluice_source::{ChangeFeed, SourceOptions};
 
 use crate::config::PipelineConfig;
 use crate::run::{configured_start, sink_config};
-use crate::stage::TransformStage;
+use crate::stage::load_module;
 
 /// What one part of a pipeline was found to be.
 #[derive(Debug)]
@@ -55,13 +55,19 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
     findings.push(check_table(&config).await);
     let stage_config = config.clone();
     findings.push(
-        match tokio::task::spawn_blocking(move || TransformStage::start(&stage_config)).await {
-            Ok(Ok(stage)) => Finding::ok(
+        match tokio::task::spawn_blocking(move || {
+            let module = load_module(&stage_config)?;
+            module.instantiate(&stage_config.transform_params())?;
+            Ok::<_, sluice_engine::EngineError>(module)
+        })
+        .await
+        {
+            Ok(Ok(module)) => Finding::ok(
                 "module",
                 format!(
                     "Module {} (sha256:{}) loaded and accepted its parameters.",
-                    stage.name(),
-                    stage.digest()
+                    module.name(),
+                    module.digest()
                 ),
             ),
             Ok(Err(e)) => Finding::problem("module", e),

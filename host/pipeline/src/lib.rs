@@ -8,6 +8,7 @@
 mod check;
 mod config;
 mod error;
+mod metrics;
 mod preview;
 mod run;
 mod stage;
@@ -17,6 +18,12 @@ pub use config::{
     ConfigError, DeliveryMode, ErrorPolicy, PipelineConfig, ScalarValue, StartingVersion,
 };
 pub use error::PipelineError;
+pub use metrics::{BATCH_SECONDS_BUCKETS, MetricsSnapshot, PipelineMetrics};
 pub use preview::{PreviewOptions, PreviewSummary, preview};
-pub use run::{RunMode, RunSummary, StartFrom, run, sink_config};
+pub use run::{
+    RunControls, RunMode, RunSummary, StartFrom, SwapReport, SwapRequest, run, run_controlled,
+    sink_config,
+};
 pub use sluice_sink::{KafkaSink, SourcePosition, load_position};
+pub use sluice_source::Position;
+pub use stage::instance_limits;

@@ -3,17 +3,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_engine::{OutputRecord, TransformError};
+use sluice_engine::{OutputRecord, TransformError, TransformInstance, TransformModule};
 use sluice_sink::{Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, SourcePosition};
 use sluice_source::arrow::array::{AsArray, RecordBatch};
 use sluice_source::arrow::compute::cast;
 use sluice_source::arrow::datatypes::{DataType, Int64Type, TimeUnit};
 use sluice_source::{ChangeBatch, ChangeFeed, Position, SourceError, SourceOptions};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::{DeliveryMode, PipelineConfig, StartingVersion};
 use crate::error::PipelineError;
-use crate::stage::{TransformStage, dead_letter_value};
+use crate::metrics::PipelineMetrics;
+use crate::stage::{TransformStage, dead_letter_value, load_module};
 
 /// Whether the pipeline keeps following the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +46,43 @@ pub struct RunSummary {
     pub rows_failed: u64,
     /// Where the pipeline stopped.
     pub position: Position,
+}
+
+/// A module to run from the next batch boundary on.
+pub struct SwapRequest {
+    /// The new module, already checked.
+    pub module: TransformModule,
+    /// An instance of it, initialised with the pipeline's parameters, so the switch
+    /// itself does no compiling or initialising.
+    pub instance: TransformInstance,
+    /// Told when the switch is done, or why it could not be.
+    pub reply: oneshot::Sender<Result<SwapReport, String>>,
+}
+
+/// A finished swap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SwapReport {
+    /// Digest of the module that ran up to `position`.
+    pub from_digest: String,
+    /// Digest of the module that runs from `position` on.
+    pub to_digest: String,
+    /// The boundary: records before it were made by the old module and committed with
+    /// a position naming it; records after it are the new module's.
+    pub position: Position,
+    /// How long the pipeline was held at the boundary (committing the old module's
+    /// work and switching), compile and initialisation excluded.
+    pub pause: Duration,
+}
+
+/// What a supervisor hands a run beyond its config.
+#[derive(Default)]
+pub struct RunControls {
+    /// The module to run; loaded from `[transform] module` when `None`.
+    pub module: Option<TransformModule>,
+    /// Modules to switch to, each at the next batch boundary.
+    pub swaps: Option<mpsc::Receiver<SwapRequest>>,
+    /// Where the run counts what it does.
+    pub metrics: Arc<PipelineMetrics>,
 }
 
 /// Batches read ahead of the transform.
@@ -84,6 +122,8 @@ struct Pipeline<'a> {
     commits: CommitPolicy,
     uncommitted: Option<Uncommitted>,
     summary: RunSummary,
+    swaps: Option<mpsc::Receiver<SwapRequest>>,
+    metrics: Arc<PipelineMetrics>,
 }
 
 /// When sent work is committed (in exactly-once mode, when a transaction ends).
@@ -100,7 +140,18 @@ pub async fn run(
     config: &PipelineConfig,
     mode: RunMode,
     start_from: StartFrom,
+    shutdown: watch::Receiver<bool>,
+) -> Result<RunSummary, PipelineError> {
+    run_controlled(config, mode, start_from, shutdown, RunControls::default()).await
+}
+
+/// [`run`], with a module, swaps and metrics from a supervisor.
+pub async fn run_controlled(
+    config: &PipelineConfig,
+    mode: RunMode,
+    start_from: StartFrom,
     mut shutdown: watch::Receiver<bool>,
+    controls: RunControls,
 ) -> Result<RunSummary, PipelineError> {
     let name = config.pipeline.name.as_str();
     let options = SourceOptions {
@@ -111,7 +162,16 @@ pub async fn run(
     let feed = Arc::new(blocking(move || ChangeFeed::open(&table, options)).await?);
 
     let stage_config = config.clone();
-    let stage = blocking(move || TransformStage::start(&stage_config)).await?;
+    let metrics = controls.metrics.clone();
+    let module = controls.module;
+    let stage = blocking(move || {
+        let module = match module {
+            Some(module) => module,
+            None => load_module(&stage_config)?,
+        };
+        TransformStage::start(&stage_config, module, metrics)
+    })
+    .await?;
 
     let sink = KafkaSink::connect(sink_config(config)).await?;
     let stored = match start_from {
@@ -140,7 +200,12 @@ pub async fn run(
             position: start,
             ..RunSummary::default()
         },
+        swaps: controls.swaps,
+        metrics: controls.metrics,
     };
+    pipeline
+        .metrics
+        .record_commit(0, 0, 0, start.version, start.row_offset);
     if resolved {
         // Store the start at once: `latest` (or a snapshot of the latest version) means
         // another version later, and a restart must not skip what was committed since.
@@ -156,6 +221,7 @@ pub async fn run(
         }
         let reader = pipeline.feed.clone();
         let latest = blocking(move || reader.latest_version()).await?;
+        pipeline.metrics.record_latest(latest);
         if pipeline.summary.position.version <= latest {
             idle_wait = config.source.poll_interval;
             let before = pipeline.summary.position;
@@ -172,6 +238,7 @@ pub async fn run(
                         1
                     };
                     tracing::warn!(pipeline = name, error = %e, position = %pipeline.summary.position, "Redoing the work from the last committed position.");
+                    pipeline.metrics.count_sink_retry();
                     tokio::time::sleep(RETRY_PAUSE).await;
                     if e.needs_reconnect() {
                         pipeline.sink = KafkaSink::connect(sink_config(config)).await?;
@@ -184,9 +251,13 @@ pub async fn run(
         if mode == RunMode::StopAtLatest {
             break;
         }
-        tokio::select! {
-            _ = tokio::time::sleep(idle_wait) => {}
-            _ = shutdown.changed() => {}
+        let swap = tokio::select! {
+            _ = tokio::time::sleep(idle_wait) => None,
+            _ = shutdown.changed() => None,
+            swap = next_swap(&mut pipeline.swaps) => swap,
+        };
+        if let Some(request) = swap {
+            pipeline.swap(request).await?;
         }
         let max_wait = config
             .source
@@ -197,6 +268,19 @@ pub async fn run(
     let summary = pipeline.summary;
     tracing::info!(pipeline = name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, rows_failed = summary.rows_failed, "Pipeline stopped.");
     Ok(summary)
+}
+
+/// The next swap asked for; never resolves when swaps are not taken.
+async fn next_swap(swaps: &mut Option<mpsc::Receiver<SwapRequest>>) -> Option<SwapRequest> {
+    let Some(receiver) = swaps else {
+        return std::future::pending().await;
+    };
+    let request = receiver.recv().await;
+    if request.is_none() {
+        // Nobody can ask any more.
+        *swaps = None;
+    }
+    request
 }
 
 /// The position stored by the last run, checked to belong to the configured table.
@@ -265,6 +349,7 @@ struct Uncommitted {
     since: Instant,
     rows: u64,
     records: u64,
+    bytes: u64,
     failed: u64,
     end: Position,
 }
@@ -325,6 +410,12 @@ impl Pipeline<'_> {
         let (rows_before, records_before) = (self.summary.rows_in, self.summary.records_out);
         while let Some(batch) = rx.recv().await {
             let batch = batch?;
+            if let Ok(request) = self.swaps.as_mut().map_or(
+                Err(mpsc::error::TryRecvError::Empty),
+                mpsc::Receiver::try_recv,
+            ) {
+                self.swap(request).await?;
+            }
             if self.commits.per_version
                 && let Some(open) = &self.uncommitted
                 && open.end.version != batch.end.version
@@ -397,16 +488,22 @@ impl Pipeline<'_> {
                 }
             }
             let produced = records.len() as u64;
+            let bytes: usize = records
+                .iter()
+                .map(|r| r.key.as_ref().map_or(0, Vec::len) + r.value.as_ref().map_or(0, Vec::len))
+                .sum();
             self.sink.send(records).await?;
             let open = self.uncommitted.get_or_insert(Uncommitted {
                 since: Instant::now(),
                 rows: 0,
                 records: 0,
+                bytes: 0,
                 failed: 0,
                 end: batch.end,
             });
             open.rows += batch.batch.num_rows() as u64;
             open.records += produced;
+            open.bytes += bytes as u64;
             open.failed += failed;
             open.end = batch.end;
             let stopping = *shutdown.borrow();
@@ -448,12 +545,51 @@ impl Pipeline<'_> {
             return Ok(());
         }
         self.sink.commit(&self.source_position(position)).await?;
-        if let Some(done) = self.uncommitted.take() {
+        let done = self.uncommitted.take();
+        let (rows, records, bytes) = done
+            .as_ref()
+            .map_or((0, 0, 0), |d| (d.rows, d.records, d.bytes));
+        if let Some(done) = done {
             self.summary.rows_in += done.rows;
             self.summary.records_out += done.records;
             self.summary.rows_failed += done.failed;
         }
         self.summary.position = position;
+        self.metrics
+            .record_commit(rows, records, bytes, position.version, position.row_offset);
+        Ok(())
+    }
+
+    /// Switches to the requested module at this batch boundary: the old module's work
+    /// is committed first, under its digest, so every transaction holds one module's
+    /// records and the position that follows them names that module.
+    async fn swap(&mut self, request: SwapRequest) -> Result<(), PipelineError> {
+        let started = Instant::now();
+        if let Err(e) = self.commit_uncommitted().await {
+            let _ = request.reply.send(Err(format!(
+                "the work before the switch could not be committed, so the old module stays: {e}"
+            )));
+            return Err(e);
+        }
+        let from_digest = self.stage.digest().to_string();
+        self.stage.swap(request.module, request.instance);
+        let pause = started.elapsed();
+        self.metrics.record_swap(pause);
+        let report = SwapReport {
+            from_digest,
+            to_digest: self.stage.digest().to_string(),
+            position: self.summary.position,
+            pause,
+        };
+        tracing::info!(
+            pipeline = self.name,
+            from = report.from_digest,
+            to = report.to_digest,
+            position = %report.position,
+            pause_ms = pause.as_secs_f64() * 1000.0,
+            "Switched the pipeline to a new module at a batch boundary."
+        );
+        let _ = request.reply.send(Ok(report));
         Ok(())
     }
 

@@ -1,16 +1,20 @@
 //! The transform stage: one module instance per pipeline, the retry-once rule for
 //! traps, instance recycling, and the error policy for rows and batches that fail.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use sluice_engine::{
-    BatchOutput, EngineConfig, EngineError, OutputRecord, TransformEngine, TransformError,
-    TransformInstance, TransformModule,
+    BatchOutput, EngineConfig, EngineError, InstanceLimits, OutputRecord, TransformEngine,
+    TransformError, TransformInstance, TransformModule,
 };
 use sluice_model::helpers::CHANGE_COLUMNS;
 use sluice_model::{Column, JsonObject, Value};
 use sluice_source::arrow::array::{BooleanArray, RecordBatch};
 use sluice_source::arrow::compute::filter_record_batch;
 
-use crate::config::{ErrorPolicy, PipelineConfig};
+use crate::config::{ErrorPolicy, PipelineConfig, TransformSection};
+use crate::metrics::PipelineMetrics;
 
 /// Most row errors one batch may report one by one before the batch as a whole is
 /// treated as failed.
@@ -37,33 +41,47 @@ pub(crate) struct StageOutput {
 
 /// The loaded module and its running instance.
 pub(crate) struct TransformStage {
-    // Kept alive for the epoch ticker that enforces deadlines.
-    _engine: TransformEngine,
     module: TransformModule,
     params: Vec<(String, String)>,
     instance: Option<TransformInstance>,
     pub(crate) policy: ErrorPolicy,
     pipeline: String,
+    metrics: Arc<PipelineMetrics>,
+}
+
+/// The limits a `[transform]` section gives its module's instances.
+pub fn instance_limits(transform: &TransformSection) -> InstanceLimits {
+    let memory = transform.memory_limit_mib * 1024 * 1024;
+    InstanceLimits {
+        memory_limit_bytes: memory,
+        batch_deadline: transform.batch_timeout,
+        fuel_per_batch: transform.fuel_per_batch,
+        max_output_bytes: transform.max_output_mib * 1024 * 1024,
+        recycle_memory_bytes: transform
+            .recycle_memory_mib
+            .map_or(memory / 2, |mib| mib * 1024 * 1024),
+        log_messages_per_second: transform.log_messages_per_second,
+    }
+}
+
+/// Loads a pipeline's module from the path its config names, in an engine of its own.
+pub(crate) fn load_module(config: &PipelineConfig) -> Result<TransformModule, EngineError> {
+    let transform = &config.transform;
+    let engine = TransformEngine::new(EngineConfig {
+        limits: instance_limits(transform),
+        cache_dir: transform.module_cache_dir.clone(),
+        ..EngineConfig::default()
+    })?;
+    engine.load(&transform.module)
 }
 
 impl TransformStage {
-    /// Loads the module and starts its first instance.
-    pub(crate) fn start(config: &PipelineConfig) -> Result<TransformStage, EngineError> {
-        let transform = &config.transform;
-        let memory = transform.memory_limit_mib * 1024 * 1024;
-        let engine = TransformEngine::new(EngineConfig {
-            memory_limit_bytes: memory,
-            batch_deadline: transform.batch_timeout,
-            fuel_per_batch: transform.fuel_per_batch,
-            max_output_bytes: transform.max_output_mib * 1024 * 1024,
-            recycle_memory_bytes: transform
-                .recycle_memory_mib
-                .map_or(memory / 2, |mib| mib * 1024 * 1024),
-            cache_dir: transform.module_cache_dir.clone(),
-            log_messages_per_second: transform.log_messages_per_second,
-            ..EngineConfig::default()
-        })?;
-        let module = engine.load(&transform.module)?;
+    /// Starts the module's first instance.
+    pub(crate) fn start(
+        config: &PipelineConfig,
+        module: TransformModule,
+        metrics: Arc<PipelineMetrics>,
+    ) -> Result<TransformStage, EngineError> {
         let params = config.transform_params();
         let instance = module.instantiate(&params)?;
         tracing::info!(
@@ -74,13 +92,20 @@ impl TransformStage {
             "Transform module loaded."
         );
         Ok(TransformStage {
-            _engine: engine,
             module,
             params,
             instance: Some(instance),
-            policy: transform.on_error,
+            policy: config.transform.on_error,
             pipeline: config.pipeline.name.clone(),
+            metrics,
         })
+    }
+
+    /// Runs `module` from the next batch on, starting with `instance` (one of its own,
+    /// already initialised with this pipeline's parameters).
+    pub(crate) fn swap(&mut self, module: TransformModule, instance: TransformInstance) {
+        self.module = module;
+        self.instance = Some(instance);
     }
 
     /// SHA-256 of the module, recorded with every committed position.
@@ -102,6 +127,16 @@ impl TransformStage {
     ) -> Result<StageOutput, (u32, TransformError)> {
         // The module's own log messages are shown under the pipeline they belong to.
         let _span = tracing::info_span!("pipeline", name = %self.pipeline).entered();
+        let started = Instant::now();
+        let result = self.apply_rerunning(batch);
+        self.metrics.record_batch(started.elapsed(), &result);
+        result
+    }
+
+    fn apply_rerunning(
+        &mut self,
+        batch: &RecordBatch,
+    ) -> Result<StageOutput, (u32, TransformError)> {
         let mut excluded: Vec<u32> = Vec::new();
         let mut failed: Vec<FailedRow> = Vec::new();
         loop {
@@ -211,6 +246,7 @@ impl TransformStage {
                 Err(error @ TransformError::Trap { .. }) => {
                     // A trapped instance is never reused.
                     self.instance = None;
+                    self.metrics.count_trap();
                     if retried {
                         return Err(error);
                     }

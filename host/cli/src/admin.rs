@@ -1,0 +1,331 @@
+//! `sluice module` and `sluice pipeline`: the admin API of a running `sluice serve`,
+//! from the command line.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+/// Which service to talk to, and as whom.
+#[derive(Args)]
+pub struct ServerArgs {
+    /// The service's address.
+    #[arg(long, env = "SLUICE_SERVER", default_value = "http://127.0.0.1:8470")]
+    server: String,
+    /// File holding your token (or set SLUICE_TOKEN).
+    #[arg(long, env = "SLUICE_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// The tenant to act for.
+    #[arg(long, env = "SLUICE_TENANT")]
+    tenant: String,
+}
+
+/// What to do with modules.
+#[derive(Subcommand)]
+pub enum ModuleAction {
+    /// Upload a module; prints its digest.
+    Push {
+        /// The component file.
+        file: PathBuf,
+        /// The name to list it under (default: the file's stem).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List the tenant's modules.
+    List,
+}
+
+/// What to do with pipelines.
+#[derive(Subcommand)]
+pub enum PipelineAction {
+    /// Create a pipeline and start it.
+    Create {
+        /// The pipeline's name.
+        name: String,
+        /// Its config: the TOML of `sluice run` without `[pipeline] name` and
+        /// `[transform] module`.
+        #[arg(long, short)]
+        config: PathBuf,
+        /// A component file (uploaded first) or the digest of an uploaded module.
+        #[arg(long)]
+        module: String,
+    },
+    /// List the tenant's pipelines.
+    List,
+    /// Show a pipeline's status as JSON.
+    Status {
+        /// The pipeline's name.
+        name: String,
+    },
+    /// Swap a pipeline's module at its next batch boundary.
+    Deploy {
+        /// The pipeline's name.
+        name: String,
+        /// A component file (uploaded first) or the digest of an uploaded module.
+        #[arg(long)]
+        module: String,
+        /// First run the module on up to this many change rows from the pipeline's
+        /// position; a failing module is refused and the old one keeps running.
+        #[arg(long)]
+        sample_rows: Option<usize>,
+    },
+    /// Swap back to the module before the last swap.
+    Rollback {
+        /// The pipeline's name.
+        name: String,
+    },
+    /// Stop a pipeline after it commits its work.
+    Pause {
+        /// The pipeline's name.
+        name: String,
+    },
+    /// Start a paused or failed pipeline from its stored position.
+    Resume {
+        /// The pipeline's name.
+        name: String,
+    },
+    /// Stop a pipeline and forget it (its position stays in Kafka).
+    Delete {
+        /// The pipeline's name.
+        name: String,
+    },
+    /// Print a pipeline's guest log as JSON lines.
+    Logs {
+        /// The pipeline's name.
+        name: String,
+        /// Keep printing new lines.
+        #[arg(long, short)]
+        follow: bool,
+    },
+}
+
+struct Client {
+    agent: ureq::Agent,
+    base: String,
+    token: String,
+}
+
+impl Client {
+    fn new(args: &ServerArgs) -> anyhow::Result<Client> {
+        let token = match (&args.token_file, std::env::var("SLUICE_TOKEN")) {
+            (Some(file), _) => std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the token file {}", file.display()))?,
+            (None, Ok(token)) => token,
+            (None, Err(_)) => bail!("No token: pass --token-file or set SLUICE_TOKEN."),
+        };
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Ok(Client {
+            agent,
+            base: format!(
+                "{}/v1/tenants/{}",
+                args.server.trim_end_matches('/'),
+                args.tenant
+            ),
+            token: format!("Bearer {}", token.trim()),
+        })
+    }
+
+    /// Reads a response: its JSON on success, its error message otherwise.
+    fn answer(&self, response: ureq::http::Response<ureq::Body>) -> anyhow::Result<Value> {
+        let status = response.status();
+        let text = response
+            .into_body()
+            .read_to_string()
+            .context("reading the service's answer failed")?;
+        let json: Value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        if !status.is_success() {
+            let message = json
+                .get("error")
+                .and_then(Value::as_str)
+                .map_or_else(|| json.to_string(), str::to_string);
+            bail!("The service answered {status}: {message}");
+        }
+        Ok(json)
+    }
+
+    fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let response = self
+            .agent
+            .get(format!("{}{path}", self.base))
+            .header("Authorization", &self.token)
+            .call()
+            .context("the service could not be reached")?;
+        self.answer(response)
+    }
+
+    fn send(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let response = match (method, body) {
+            ("DELETE", _) => self
+                .agent
+                .delete(url)
+                .header("Authorization", &self.token)
+                .call(),
+            ("PUT", Some(body)) => self
+                .agent
+                .put(url)
+                .header("Authorization", &self.token)
+                .header("Content-Type", "application/json")
+                .send(body.to_string()),
+            (_, Some(body)) => self
+                .agent
+                .post(url)
+                .header("Authorization", &self.token)
+                .header("Content-Type", "application/json")
+                .send(body.to_string()),
+            (_, None) => self
+                .agent
+                .post(url)
+                .header("Authorization", &self.token)
+                .send_empty(),
+        }
+        .context("the service could not be reached")?;
+        self.answer(response)
+    }
+
+    fn push(&self, file: &Path, name: Option<&str>) -> anyhow::Result<Value> {
+        let bytes =
+            std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let name = match name {
+            Some(name) => name.to_string(),
+            None => file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .context("the module file has no name")?,
+        };
+        let response = self
+            .agent
+            .post(format!("{}/modules", self.base))
+            .query("name", &name)
+            .header("Authorization", &self.token)
+            .header("Content-Type", "application/wasm")
+            .send(&bytes[..])
+            .context("the service could not be reached")?;
+        self.answer(response)
+    }
+
+    /// A module digest from a file (uploaded first) or a digest.
+    fn module(&self, module: &str) -> anyhow::Result<String> {
+        let path = Path::new(module);
+        if path.is_file() {
+            let entry = self.push(path, None)?;
+            return entry
+                .get("digest")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .context("the service did not return the module's digest");
+        }
+        Ok(module.to_string())
+    }
+}
+
+fn print(value: &Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Runs a `sluice module` command.
+pub fn module(server: &ServerArgs, action: ModuleAction) -> anyhow::Result<()> {
+    let client = Client::new(server)?;
+    match action {
+        ModuleAction::Push { file, name } => print(&client.push(&file, name.as_deref())?),
+        ModuleAction::List => print(&client.get("/modules")?),
+    }
+}
+
+/// Runs a `sluice pipeline` command.
+pub fn pipeline(server: &ServerArgs, action: PipelineAction) -> anyhow::Result<()> {
+    let client = Client::new(server)?;
+    let at = |name: &str, verb: &str| format!("/pipelines/{name}{verb}");
+    match action {
+        PipelineAction::Create {
+            name,
+            config,
+            module,
+        } => {
+            let text = std::fs::read_to_string(&config)
+                .with_context(|| format!("cannot read {}", config.display()))?;
+            let module = client.module(&module)?;
+            let body = serde_json::json!({ "config": text, "module": module });
+            print(&client.send("PUT", &at(&name, ""), Some(body))?)
+        }
+        PipelineAction::List => {
+            let list = client.get("/pipelines")?;
+            println!(
+                "{:<24} {:<8} {:<14} {:>10} {:>6} {:>10}",
+                "PIPELINE", "STATE", "MODULE", "VERSION", "LAG", "ROWS/S"
+            );
+            for p in list.as_array().into_iter().flatten() {
+                let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+                let digest = text(&p["module"]["digest"]);
+                println!(
+                    "{:<24} {:<8} {:<14} {:>10} {:>6} {:>10.0}",
+                    text(&p["name"]),
+                    text(&p["state"]),
+                    format!(
+                        "{}@{}",
+                        text(&p["module"]["name"]),
+                        &digest[..digest.len().min(8)]
+                    ),
+                    p["position"]["version"],
+                    p["lag_versions"],
+                    p["rows_per_second"].as_f64().unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        PipelineAction::Status { name } => print(&client.get(&at(&name, ""))?),
+        PipelineAction::Deploy {
+            name,
+            module,
+            sample_rows,
+        } => {
+            let module = client.module(&module)?;
+            let body = serde_json::json!({ "module": module, "sample_rows": sample_rows });
+            print(&client.send("POST", &at(&name, "/deploy"), Some(body))?)
+        }
+        PipelineAction::Rollback { name } => {
+            print(&client.send("POST", &at(&name, "/rollback"), None)?)
+        }
+        PipelineAction::Pause { name } => {
+            print(&client.send("POST", &at(&name, "/pause"), None)?)
+        }
+        PipelineAction::Resume { name } => {
+            print(&client.send("POST", &at(&name, "/resume"), None)?)
+        }
+        PipelineAction::Delete { name } => {
+            client.send("DELETE", &at(&name, ""), None)?;
+            println!("Pipeline {name} was deleted; its position stays in Kafka.");
+            Ok(())
+        }
+        PipelineAction::Logs { name, follow } => {
+            let response = client
+                .agent
+                .get(format!("{}{}", client.base, at(&name, "/logs")))
+                .query("follow", if follow { "true" } else { "false" })
+                .header("Authorization", &client.token)
+                .call()
+                .context("the service could not be reached")?;
+            if !response.status().is_success() {
+                client.answer(response)?;
+                return Ok(());
+            }
+            let reader = std::io::BufReader::new(response.into_body().into_reader());
+            let mut out = std::io::stdout().lock();
+            for line in reader.lines() {
+                writeln!(out, "{}", line.context("the log stream broke")?)?;
+                out.flush()?;
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Counters a running pipeline keeps for whoever supervises it (the service's status
+//! and Prometheus endpoints): cheap atomics updated on the batch path, read at any time.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sluice_engine::TransformError;
+
+use crate::stage::StageOutput;
+
+/// Upper bounds, in seconds, of the batch latency histogram's buckets (the last bucket,
+/// `+Inf`, is implied).
+pub const BATCH_SECONDS_BUCKETS: [f64; 10] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
+
+/// One pipeline's counters. Counts only grow, except the gauges noted.
+#[derive(Debug, Default)]
+pub struct PipelineMetrics {
+    rows_in: AtomicU64,
+    records_out: AtomicU64,
+    bytes_out: AtomicU64,
+    failed_rows: AtomicU64,
+    failed_batches: AtomicU64,
+    traps: AtomicU64,
+    sink_retries: AtomicU64,
+    batches: AtomicU64,
+    guest_nanos: AtomicU64,
+    buckets: [AtomicU64; BATCH_SECONDS_BUCKETS.len()],
+    swaps: AtomicU64,
+    last_swap_pause_nanos: AtomicU64,
+    position_version: AtomicU64,
+    position_row_offset: AtomicU64,
+    latest_version: AtomicU64,
+}
+
+/// The counters at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct MetricsSnapshot {
+    /// Change rows read and committed.
+    pub rows_in: u64,
+    /// Records committed to Kafka (dead letters included).
+    pub records_out: u64,
+    /// Bytes of keys and values committed.
+    pub bytes_out: u64,
+    /// Rows the module rejected or failed on alone (`row` errors).
+    pub failed_rows: u64,
+    /// Rows failed because their whole batch failed (`batch` errors, traps after the retry).
+    pub failed_batches: u64,
+    /// Module traps, each retry included.
+    pub traps: u64,
+    /// Times the pipeline redid work after Kafka aborted a transaction.
+    pub sink_retries: u64,
+    /// Batches through the module.
+    pub batches: u64,
+    /// Seconds spent in the module (wall time of its calls).
+    pub guest_seconds: f64,
+    /// Batches per latency bucket (not cumulative), in `BATCH_SECONDS_BUCKETS` order.
+    pub batch_seconds_buckets: [u64; BATCH_SECONDS_BUCKETS.len()],
+    /// Module swaps done.
+    pub swaps: u64,
+    /// How long the last swap held the pipeline at the batch boundary, in seconds.
+    pub last_swap_pause_seconds: f64,
+    /// Gauge: version of the next change row to deliver.
+    pub position_version: u64,
+    /// Gauge: change rows of that version already delivered.
+    pub position_row_offset: u64,
+    /// Gauge: the table's latest version when last looked at.
+    pub latest_version: u64,
+}
+
+impl MetricsSnapshot {
+    /// Versions committed to the table but not yet delivered.
+    pub fn lag_versions(&self) -> u64 {
+        (self.latest_version + 1).saturating_sub(self.position_version)
+    }
+}
+
+impl PipelineMetrics {
+    /// Counts a batch through the module: its latency and how it went.
+    pub(crate) fn record_batch(
+        &self,
+        took: Duration,
+        result: &Result<StageOutput, (u32, TransformError)>,
+    ) {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.guest_nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        let seconds = took.as_secs_f64();
+        if let Some(bucket) = BATCH_SECONDS_BUCKETS.iter().position(|&b| seconds <= b) {
+            self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        }
+        if let Ok(output) = result {
+            for failed in &output.failed {
+                let counter = if failed.kind == "row" {
+                    &self.failed_rows
+                } else {
+                    &self.failed_batches
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub(crate) fn count_trap(&self) {
+        self.traps.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_sink_retry(&self) {
+        self.sink_retries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_commit(
+        &self,
+        rows: u64,
+        records: u64,
+        bytes: u64,
+        version: u64,
+        row_offset: u64,
+    ) {
+        self.rows_in.fetch_add(rows, Ordering::Relaxed);
+        self.records_out.fetch_add(records, Ordering::Relaxed);
+        self.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+        self.position_version.store(version, Ordering::Relaxed);
+        self.position_row_offset
+            .store(row_offset, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_latest(&self, version: u64) {
+        self.latest_version.store(version, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_swap(&self, pause: Duration) {
+        self.swaps.fetch_add(1, Ordering::Relaxed);
+        self.last_swap_pause_nanos
+            .store(pause.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            rows_in: load(&self.rows_in),
+            records_out: load(&self.records_out),
+            bytes_out: load(&self.bytes_out),
+            failed_rows: load(&self.failed_rows),
+            failed_batches: load(&self.failed_batches),
+            traps: load(&self.traps),
+            sink_retries: load(&self.sink_retries),
+            batches: load(&self.batches),
+            guest_seconds: load(&self.guest_nanos) as f64 / 1e9,
+            batch_seconds_buckets: std::array::from_fn(|i| load(&self.buckets[i])),
+            swaps: load(&self.swaps),
+            last_swap_pause_seconds: load(&self.last_swap_pause_nanos) as f64 / 1e9,
+            position_version: load(&self.position_version),
+            position_row_offset: load(&self.position_row_offset),
+            latest_version: load(&self.latest_version),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_fall_in_the_first_bucket_that_holds_them() {
+        let metrics = PipelineMetrics::default();
+        let ok = Ok(StageOutput {
+            records: Vec::new(),
+            failed: Vec::new(),
+        });
+        metrics.record_batch(Duration::from_micros(500), &ok);
+        metrics.record_batch(Duration::from_millis(30), &ok);
+        metrics.record_batch(Duration::from_secs(9), &ok);
+        let snapshot = metrics.snapshot();
+        assert_eq!(snapshot.batches, 3);
+        assert_eq!(snapshot.batch_seconds_buckets[0], 1);
+        assert_eq!(snapshot.batch_seconds_buckets[5], 1);
+        assert_eq!(snapshot.batch_seconds_buckets.iter().sum::<u64>(), 2);
+    }
+
+    #[test]
+    fn lag_counts_the_versions_not_yet_delivered() {
+        let metrics = PipelineMetrics::default();
+        metrics.record_latest(9);
+        metrics.record_commit(10, 10, 100, 7, 0);
+        assert_eq!(metrics.snapshot().lag_versions(), 3);
+        metrics.record_commit(0, 0, 0, 10, 0);
+        assert_eq!(metrics.snapshot().lag_versions(), 0);
+    }
+}

@@ -1,0 +1,246 @@
+//! The admin HTTP API (described in `docs/api/openapi.yaml`), the Prometheus endpoint
+//! and the health endpoints.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use tokio_stream::StreamExt as _;
+use tokio_stream::wrappers::BroadcastStream;
+
+use crate::auth::Caller;
+use crate::error::ServiceError;
+use crate::service::{CreatePipeline, Deploy, Service};
+
+/// A service error as an HTTP response: a status and `{"error": "..."}`.
+struct ApiError(ServiceError);
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> ApiError {
+        ApiError(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match &self.0 {
+            ServiceError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            ServiceError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ServiceError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ServiceError::Conflict(_) => StatusCode::CONFLICT,
+            ServiceError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ServiceError::LimitExceeded(_) | ServiceError::InvalidModule(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            ServiceError::Config { .. } | ServiceError::State { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        };
+        let body = serde_json::json!({ "error": self.0.to_string() });
+        (status, Json(body)).into_response()
+    }
+}
+
+type Reply<T> = Result<T, ApiError>;
+type Shared = State<Arc<Service>>;
+
+fn caller(service: &Service, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    Ok(service.caller(authorization)?)
+}
+
+/// The API's routes over `service`.
+pub fn router(service: Arc<Service>) -> Router {
+    let largest_module_mib = service
+        .config()
+        .tenants
+        .values()
+        .map(|t| t.max_module_mib)
+        .max()
+        .unwrap_or(0);
+    let pipeline = "/v1/tenants/{tenant}/pipelines/{name}";
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .route("/metrics", get(metrics))
+        .route(
+            "/v1/tenants/{tenant}/modules",
+            get(list_modules).post(upload_module),
+        )
+        .route("/v1/tenants/{tenant}/pipelines", get(list_pipelines))
+        .route(pipeline, get(status).put(create).delete(delete))
+        .route(&format!("{pipeline}/deploy"), post(deploy))
+        .route(&format!("{pipeline}/rollback"), post(rollback))
+        .route(&format!("{pipeline}/pause"), post(pause))
+        .route(&format!("{pipeline}/resume"), post(resume))
+        .route(&format!("{pipeline}/logs"), get(logs))
+        // Room for the largest module a tenant may upload; the tenant's own limit is
+        // checked with a clear message.
+        .layer(DefaultBodyLimit::max(
+            (largest_module_mib + 1) * 1024 * 1024,
+        ))
+        .with_state(service)
+}
+
+async fn ready(State(service): Shared) -> Response {
+    if service.is_ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "restoring pipelines\n").into_response()
+    }
+}
+
+async fn metrics(State(service): Shared, headers: HeaderMap) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    let statuses = service.all_statuses(&caller)?;
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::prometheus::render(&statuses),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+struct UploadQuery {
+    name: String,
+}
+
+async fn upload_module(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path(tenant): Path<String>,
+    Query(query): Query<UploadQuery>,
+    body: Bytes,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    let entry = service
+        .upload_module(&caller, &tenant, &query.name, body.to_vec())
+        .await?;
+    Ok((StatusCode::CREATED, Json(entry)).into_response())
+}
+
+async fn list_modules(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path(tenant): Path<String>,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    Ok(Json(service.modules(&caller, &tenant)?).into_response())
+}
+
+async fn list_pipelines(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path(tenant): Path<String>,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    Ok(Json(service.pipelines(&caller, &tenant)?).into_response())
+}
+
+async fn create(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+    Json(request): Json<CreatePipeline>,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    let status = service
+        .create_pipeline(&caller, &tenant, &name, request)
+        .await?;
+    Ok((StatusCode::CREATED, Json(status)).into_response())
+}
+
+async fn status(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    Ok(Json(service.status(&caller, &tenant, &name)?).into_response())
+}
+
+async fn delete(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    service.delete(&caller, &tenant, &name).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn deploy(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+    Json(request): Json<Deploy>,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    Ok(Json(service.deploy(&caller, &tenant, &name, request).await?).into_response())
+}
+
+async fn rollback(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    Ok(Json(service.rollback(&caller, &tenant, &name).await?).into_response())
+}
+
+async fn pause(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    Ok(Json(service.pause(&caller, &tenant, &name).await?).into_response())
+}
+
+async fn resume(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    Ok(Json(service.resume(&caller, &tenant, &name).await?).into_response())
+}
+
+#[derive(Deserialize)]
+struct LogsQuery {
+    #[serde(default)]
+    follow: bool,
+}
+
+async fn logs(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path((tenant, name)): Path<(String, String)>,
+    Query(query): Query<LogsQuery>,
+) -> Reply<Response> {
+    let caller = caller(&service, &headers)?;
+    let (kept, live) = service.logs(&caller, &tenant, &name)?;
+    let line = |l: &crate::logs::LogLine| {
+        let mut json = serde_json::to_string(l).expect("a log line serialises");
+        json.push('\n');
+        Ok::<_, Infallible>(Bytes::from(json))
+    };
+    let kept: Vec<_> = kept.iter().map(line).collect();
+    let body = if query.follow {
+        // Lines a slow reader missed are skipped, not buffered without bound.
+        let live = BroadcastStream::new(live).filter_map(move |l| l.ok().map(|l| line(&l)));
+        Body::from_stream(tokio_stream::iter(kept).chain(live))
+    } else {
+        Body::from_stream(tokio_stream::iter(kept))
+    };
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
+}

@@ -1,0 +1,228 @@
+//! The service's TOML configuration: where it listens and keeps its state, who may
+//! call it, and the limits each tenant and the whole host run under.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::ServiceError;
+
+/// `sluice serve`'s config file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Where it listens and keeps its state.
+    pub server: ServerSection,
+    /// Host-wide caps.
+    #[serde(default)]
+    pub limits: HostLimits,
+    /// The tenants, by name.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, TenantConfig>,
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// Address of the admin API, metrics and health endpoints (default
+    /// `127.0.0.1:8470`). The API speaks plain HTTP: put TLS in front of it when it
+    /// leaves the machine.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Where modules, pipeline definitions and statuses are kept (relative to the
+    /// config file). Positions stay in Kafka.
+    pub state_dir: PathBuf,
+    /// File holding the operator's token (relative to the config file): the operator
+    /// sees and changes every tenant's pipelines and reads `/metrics`.
+    pub operator_token_file: PathBuf,
+    /// Meter Wasm instructions so tenants may have a fuel budget per batch
+    /// (`max_fuel_per_batch`); every module then runs ~10-15% slower. Default false.
+    #[serde(default)]
+    pub fuel_metering: bool,
+}
+
+/// `[limits]`: caps over all tenants together.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostLimits {
+    /// Most pipelines on this host (default 1000).
+    #[serde(default = "default_host_pipelines")]
+    pub max_pipelines: usize,
+    /// Most guest memory all pipelines together may be allowed, in MiB: the sum of
+    /// their `memory_limit_mib` (default 65536).
+    #[serde(default = "default_host_memory_mib")]
+    pub max_memory_mib: usize,
+}
+
+impl Default for HostLimits {
+    fn default() -> HostLimits {
+        HostLimits {
+            max_pipelines: default_host_pipelines(),
+            max_memory_mib: default_host_memory_mib(),
+        }
+    }
+}
+
+/// `[tenants.<name>]`: one tenant's token, limits and Kafka settings.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// File holding the tenant's token (relative to the config file).
+    pub token_file: PathBuf,
+    /// Most pipelines the tenant may have (default 10).
+    #[serde(default = "default_tenant_pipelines")]
+    pub max_pipelines: usize,
+    /// Most memory one of its module instances may use, in MiB (default 256). A
+    /// pipeline asking for more is refused.
+    #[serde(default = "default_tenant_memory_mib")]
+    pub max_memory_mib: usize,
+    /// Longest one batch may take in its modules (default `10s`).
+    #[serde(default = "default_tenant_batch_timeout", with = "humantime_serde")]
+    pub max_batch_timeout: Duration,
+    /// Most fuel one batch may use; pipelines without a budget get this one. Needs
+    /// `[server] fuel_metering`. Unlimited when unset.
+    #[serde(default)]
+    pub max_fuel_per_batch: Option<u64>,
+    /// Largest module the tenant may upload, in MiB (default 64).
+    #[serde(default = "default_tenant_module_mib")]
+    pub max_module_mib: usize,
+    /// librdkafka properties added to every pipeline of the tenant, over the
+    /// pipeline's own: its bootstrap servers and credentials. Values may be
+    /// `${env:NAME}` or `${file:PATH}`. Never shown to the tenant, guests or logs.
+    #[serde(default)]
+    pub kafka: BTreeMap<String, String>,
+    /// Prefix every topic of the tenant's pipelines must start with (unset: any). With
+    /// per-tenant credentials and Kafka ACLs this keeps tenants on their own topics.
+    #[serde(default)]
+    pub topic_prefix: Option<String>,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8470))
+}
+fn default_host_pipelines() -> usize {
+    1000
+}
+fn default_host_memory_mib() -> usize {
+    65536
+}
+fn default_tenant_pipelines() -> usize {
+    10
+}
+fn default_tenant_memory_mib() -> usize {
+    256
+}
+fn default_tenant_batch_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_tenant_module_mib() -> usize {
+    64
+}
+
+/// A tenant or pipeline name: letters, digits, `_` and `-` (it is part of Kafka ids and
+/// file names; `.` separates tenant from pipeline in Kafka).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+}
+
+impl ServeConfig {
+    /// Reads the config; relative paths are taken from the file's directory, and
+    /// `${env:..}`/`${file:..}` references in tenants' Kafka settings are resolved.
+    pub fn load(path: &Path) -> Result<ServeConfig, ServiceError> {
+        let invalid = |message: String| ServiceError::Config {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
+        let mut config: ServeConfig = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.server.state_dir = base.join(&config.server.state_dir);
+        config.server.operator_token_file = base.join(&config.server.operator_token_file);
+        for (name, tenant) in &mut config.tenants {
+            if !valid_name(name) {
+                return Err(invalid(format!(
+                    "tenant name `{name}` must be 1 to 100 letters, digits, '_' or '-'"
+                )));
+            }
+            if tenant.max_fuel_per_batch.is_some() && !config.server.fuel_metering {
+                return Err(invalid(format!(
+                    "tenant {name} has max_fuel_per_batch, which needs `fuel_metering = true` in [server]"
+                )));
+            }
+            tenant.token_file = base.join(&tenant.token_file);
+            for (property, value) in &mut tenant.kafka {
+                *value = resolve(value, base)
+                    .map_err(|e| invalid(format!("[tenants.{name}.kafka] `{property}`: {e}")))?;
+            }
+        }
+        Ok(config)
+    }
+}
+
+/// Resolves a `${env:NAME}` or `${file:PATH}` reference; other values are kept.
+fn resolve(value: &str, base: &Path) -> Result<String, String> {
+    let Some(reference) = value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) else {
+        return Ok(value.to_string());
+    };
+    if let Some(variable) = reference.strip_prefix("env:") {
+        return std::env::var(variable)
+            .map_err(|_| format!("environment variable {variable} is not set"));
+    }
+    if let Some(file) = reference.strip_prefix("file:") {
+        let path = base.join(file);
+        return std::fs::read_to_string(&path)
+            .map(|t| t.trim_end_matches(['\n', '\r']).to_string())
+            .map_err(|e| format!("file {} cannot be read: {e}", path.display()));
+    }
+    Err(format!(
+        "unknown reference `{value}`; use ${{env:NAME}} or ${{file:PATH}}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes a config with `[server]` and `tenant` (lines for `[tenants.acme]`).
+    fn write_config(dir: &Path, tenant: &str) -> PathBuf {
+        let path = dir.join("serve.toml");
+        let text = format!(
+            "[server]\nstate_dir = \"state\"\noperator_token_file = \"operator.token\"\n[tenants.acme]\ntoken_file = \"acme.token\"\n{tenant}"
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_full_config_reads_with_defaults_and_resolved_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("secret"), "hunter2\n").unwrap();
+        let path = write_config(
+            dir.path(),
+            "max_pipelines = 3\n[tenants.acme.kafka]\n\"sasl.password\" = \"${file:secret}\"\n",
+        );
+        let config = ServeConfig::load(&path).unwrap();
+        assert_eq!(config.server.state_dir, dir.path().join("state"));
+        assert_eq!(config.limits.max_pipelines, 1000);
+        let acme = &config.tenants["acme"];
+        assert_eq!(acme.max_pipelines, 3);
+        assert_eq!(acme.max_memory_mib, 256);
+        assert_eq!(acme.kafka["sasl.password"], "hunter2");
+    }
+
+    #[test]
+    fn a_fuel_limit_without_metering_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_config(dir.path(), "max_fuel_per_batch = 1000\n");
+        let error = ServeConfig::load(&path).unwrap_err().to_string();
+        assert!(error.contains("fuel_metering"), "{error}");
+    }
+}

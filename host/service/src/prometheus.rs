@@ -1,0 +1,169 @@
+//! The Prometheus text exposition of every pipeline's counters. Labels are the
+//! tenant, the pipeline and, for errors and states, a fixed set of kinds, so their
+//! number is bounded by the host's pipeline limit.
+
+use std::fmt::Write as _;
+
+use sluice_pipeline::BATCH_SECONDS_BUCKETS;
+
+use crate::service::PipelineStatus;
+use crate::store::PipelineState;
+
+/// Renders the metrics of `statuses`.
+pub fn render(statuses: &[PipelineStatus]) -> String {
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: &mut dyn FnMut(&mut String)| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        samples(&mut out);
+    };
+    let labels = |s: &PipelineStatus| format!("tenant=\"{}\",pipeline=\"{}\"", s.tenant, s.name);
+    let counter = |name: &'static str, value: fn(&PipelineStatus) -> f64| {
+        move |out: &mut String| {
+            for s in statuses {
+                let _ = writeln!(out, "{name}{{{}}} {}", labels(s), value(s));
+            }
+        }
+    };
+    family(
+        "sluice_pipeline_rows_in_total",
+        "counter",
+        "Change rows read and committed.",
+        &mut counter("sluice_pipeline_rows_in_total", |s| {
+            s.counters.rows_in as f64
+        }),
+    );
+    family(
+        "sluice_pipeline_records_out_total",
+        "counter",
+        "Records committed to Kafka, dead letters included.",
+        &mut counter("sluice_pipeline_records_out_total", |s| {
+            s.counters.records_out as f64
+        }),
+    );
+    family(
+        "sluice_pipeline_bytes_out_total",
+        "counter",
+        "Bytes of record keys and values committed to Kafka.",
+        &mut counter("sluice_pipeline_bytes_out_total", |s| {
+            s.counters.bytes_out as f64
+        }),
+    );
+    family(
+        "sluice_pipeline_errors_total",
+        "counter",
+        "Failures by kind: row (a row the module failed on), batch (rows of a batch that failed as a whole), trap (module traps, retries included), sink_retry (work redone after Kafka aborted a transaction).",
+        &mut |out: &mut String| {
+            for s in statuses {
+                let c = &s.counters;
+                for (kind, value) in [
+                    ("row", c.failed_rows),
+                    ("batch", c.failed_batches),
+                    ("trap", c.traps),
+                    ("sink_retry", c.sink_retries),
+                ] {
+                    let _ = writeln!(
+                        out,
+                        "sluice_pipeline_errors_total{{{},kind=\"{kind}\"}} {value}",
+                        labels(s)
+                    );
+                }
+            }
+        },
+    );
+    family(
+        "sluice_pipeline_lag_versions",
+        "gauge",
+        "Table versions committed and not yet delivered.",
+        &mut counter("sluice_pipeline_lag_versions", |s| s.lag_versions as f64),
+    );
+    family(
+        "sluice_pipeline_position_version",
+        "gauge",
+        "Version of the next change row to deliver.",
+        &mut counter("sluice_pipeline_position_version", |s| {
+            s.position.version as f64
+        }),
+    );
+    family(
+        "sluice_pipeline_guest_seconds_total",
+        "counter",
+        "Seconds spent in the pipeline's module.",
+        &mut counter("sluice_pipeline_guest_seconds_total", |s| {
+            s.counters.guest_seconds
+        }),
+    );
+    family(
+        "sluice_pipeline_swaps_total",
+        "counter",
+        "Module swaps done.",
+        &mut counter("sluice_pipeline_swaps_total", |s| s.counters.swaps as f64),
+    );
+    family(
+        "sluice_pipeline_last_swap_pause_seconds",
+        "gauge",
+        "How long the last swap held the pipeline at its batch boundary.",
+        &mut counter("sluice_pipeline_last_swap_pause_seconds", |s| {
+            s.counters.last_swap_pause_seconds
+        }),
+    );
+    family(
+        "sluice_pipeline_state",
+        "gauge",
+        "1 for the state the pipeline is in (running, paused, failed).",
+        &mut |out: &mut String| {
+            for s in statuses {
+                for (state, name) in [
+                    (PipelineState::Running, "running"),
+                    (PipelineState::Paused, "paused"),
+                    (PipelineState::Failed, "failed"),
+                ] {
+                    let value = u8::from(s.state == state);
+                    let _ = writeln!(
+                        out,
+                        "sluice_pipeline_state{{{},state=\"{name}\"}} {value}",
+                        labels(s)
+                    );
+                }
+            }
+        },
+    );
+    family(
+        "sluice_pipeline_batch_seconds",
+        "histogram",
+        "Time the module took per batch.",
+        &mut |out: &mut String| {
+            for s in statuses {
+                let c = &s.counters;
+                let mut cumulative = 0;
+                for (bound, count) in BATCH_SECONDS_BUCKETS.iter().zip(c.batch_seconds_buckets) {
+                    cumulative += count;
+                    let _ = writeln!(
+                        out,
+                        "sluice_pipeline_batch_seconds_bucket{{{},le=\"{bound}\"}} {cumulative}",
+                        labels(s)
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "sluice_pipeline_batch_seconds_bucket{{{},le=\"+Inf\"}} {}",
+                    labels(s),
+                    c.batches
+                );
+                let _ = writeln!(
+                    out,
+                    "sluice_pipeline_batch_seconds_sum{{{}}} {}",
+                    labels(s),
+                    c.guest_seconds
+                );
+                let _ = writeln!(
+                    out,
+                    "sluice_pipeline_batch_seconds_count{{{}}} {}",
+                    labels(s),
+                    c.batches
+                );
+            }
+        },
+    );
+    out
+}

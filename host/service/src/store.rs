@@ -1,0 +1,260 @@
+//! The state directory: uploaded modules by content digest, each tenant's module list
+//! and pipeline definitions with their last known status. Every file is written to a
+//! temporary name and renamed, so a crash leaves the old or the new file, never half.
+//!
+//! ```text
+//! <state_dir>/modules/<sha256>.wasm
+//! <state_dir>/compiled/                        compiled code, by digest and engine
+//! <state_dir>/tenants/<tenant>/modules/<sha256>.json
+//! <state_dir>/tenants/<tenant>/pipelines/<name>.json
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ServiceError;
+
+/// A module a tenant uploaded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleEntry {
+    /// SHA-256 of its bytes.
+    pub digest: String,
+    /// The name it was uploaded under.
+    pub name: String,
+    /// Its size.
+    pub size_bytes: u64,
+    /// The contract version it was built for.
+    pub contract: String,
+    /// When it was uploaded, in seconds since the epoch.
+    pub uploaded_at: u64,
+}
+
+/// What a pipeline was doing when last looked at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PipelineState {
+    /// Starting or streaming.
+    Running,
+    /// Stopped by its owner; resumes only when asked.
+    Paused,
+    /// Stopped by an error (see the status's error); resumes only when asked.
+    Failed,
+}
+
+/// A pipeline as its owner defined it, and how it was last doing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PipelineDefinition {
+    /// The owning tenant.
+    pub tenant: String,
+    /// Its name within the tenant.
+    pub name: String,
+    /// The pipeline config as submitted (TOML, the format of `sluice run`).
+    pub config: String,
+    /// Digest of the module it runs.
+    pub module: String,
+    /// Digest of the module it ran before the last swap: what `rollback` returns to.
+    pub previous_module: Option<String>,
+    /// Its last known state.
+    pub state: PipelineState,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+}
+
+/// The state directory.
+#[derive(Clone, Debug)]
+pub struct StateDir {
+    root: PathBuf,
+}
+
+fn state_error(path: &Path, error: impl std::fmt::Display) -> ServiceError {
+    ServiceError::State {
+        path: path.to_path_buf(),
+        message: error.to_string(),
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ServiceError> {
+    let dir = path.parent().expect("state files live in a directory");
+    std::fs::create_dir_all(dir).map_err(|e| state_error(dir, e))?;
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, bytes).map_err(|e| state_error(&partial, e))?;
+    std::fs::rename(&partial, path).map_err(|e| state_error(path, e))
+}
+
+/// The JSON files in `dir`, parsed; none when it does not exist.
+fn read_json_files<T: for<'de> Deserialize<'de>>(dir: &Path) -> Result<Vec<T>, ServiceError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(state_error(dir, e)),
+    };
+    let mut items = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| state_error(dir, e))?.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read(&path).map_err(|e| state_error(&path, e))?;
+            items.push(serde_json::from_slice(&text).map_err(|e| state_error(&path, e))?);
+        }
+    }
+    Ok(items)
+}
+
+impl StateDir {
+    /// Opens (creating) the state directory.
+    pub fn open(root: &Path) -> Result<StateDir, ServiceError> {
+        std::fs::create_dir_all(root.join("modules")).map_err(|e| state_error(root, e))?;
+        Ok(StateDir {
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// Where compiled modules are cached.
+    pub fn compiled_dir(&self) -> PathBuf {
+        self.root.join("compiled")
+    }
+
+    /// The stored bytes of a module.
+    pub fn module_path(&self, digest: &str) -> PathBuf {
+        self.root.join("modules").join(format!("{digest}.wasm"))
+    }
+
+    fn tenant_dir(&self, tenant: &str) -> PathBuf {
+        self.root.join("tenants").join(tenant)
+    }
+
+    /// Stores a module's bytes under its digest and lists it as the tenant's.
+    pub fn save_module(
+        &self,
+        tenant: &str,
+        entry: &ModuleEntry,
+        bytes: &[u8],
+    ) -> Result<(), ServiceError> {
+        let path = self.module_path(&entry.digest);
+        if !path.exists() {
+            write_atomically(&path, bytes)?;
+        }
+        let listed = self
+            .tenant_dir(tenant)
+            .join("modules")
+            .join(format!("{}.json", entry.digest));
+        let json = serde_json::to_vec_pretty(entry).expect("a module entry serialises");
+        write_atomically(&listed, &json)
+    }
+
+    /// The bytes of a stored module.
+    pub fn read_module(&self, digest: &str) -> Result<Vec<u8>, ServiceError> {
+        let path = self.module_path(digest);
+        std::fs::read(&path).map_err(|e| state_error(&path, e))
+    }
+
+    /// The tenant's modules, oldest first.
+    pub fn modules(&self, tenant: &str) -> Result<Vec<ModuleEntry>, ServiceError> {
+        let mut modules: Vec<ModuleEntry> =
+            read_json_files(&self.tenant_dir(tenant).join("modules"))?;
+        modules.sort_by(|a, b| (a.uploaded_at, &a.name).cmp(&(b.uploaded_at, &b.name)));
+        Ok(modules)
+    }
+
+    /// One of the tenant's modules, if it uploaded it.
+    pub fn module(&self, tenant: &str, digest: &str) -> Result<Option<ModuleEntry>, ServiceError> {
+        if !digest.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let path = self
+            .tenant_dir(tenant)
+            .join("modules")
+            .join(format!("{digest}.json"));
+        match std::fs::read(&path) {
+            Ok(text) => serde_json::from_slice(&text)
+                .map(Some)
+                .map_err(|e| state_error(&path, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(state_error(&path, e)),
+        }
+    }
+
+    fn pipeline_path(&self, tenant: &str, name: &str) -> PathBuf {
+        self.tenant_dir(tenant)
+            .join("pipelines")
+            .join(format!("{name}.json"))
+    }
+
+    /// Writes a pipeline's definition and status.
+    pub fn save_pipeline(&self, definition: &PipelineDefinition) -> Result<(), ServiceError> {
+        let json = serde_json::to_vec_pretty(definition).expect("a definition serialises");
+        write_atomically(
+            &self.pipeline_path(&definition.tenant, &definition.name),
+            &json,
+        )
+    }
+
+    /// Forgets a pipeline.
+    pub fn remove_pipeline(&self, tenant: &str, name: &str) -> Result<(), ServiceError> {
+        let path = self.pipeline_path(tenant, name);
+        std::fs::remove_file(&path).map_err(|e| state_error(&path, e))
+    }
+
+    /// Every tenant's pipelines.
+    pub fn pipelines(&self) -> Result<Vec<PipelineDefinition>, ServiceError> {
+        let tenants = self.root.join("tenants");
+        let entries = match std::fs::read_dir(&tenants) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(state_error(&tenants, e)),
+        };
+        let mut pipelines = Vec::new();
+        for entry in entries {
+            let dir = entry.map_err(|e| state_error(&tenants, e))?.path();
+            pipelines.extend(read_json_files::<PipelineDefinition>(
+                &dir.join("pipelines"),
+            )?);
+        }
+        Ok(pipelines)
+    }
+}
+
+/// Seconds since the epoch, now.
+pub fn now_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_and_modules_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let entry = ModuleEntry {
+            digest: "ab12".into(),
+            name: "m".into(),
+            size_bytes: 3,
+            contract: "1.0.0".into(),
+            uploaded_at: 1,
+        };
+        state.save_module("acme", &entry, b"abc").unwrap();
+        let definition = PipelineDefinition {
+            tenant: "acme".into(),
+            name: "p".into(),
+            config: "x".into(),
+            module: "ab12".into(),
+            previous_module: None,
+            state: PipelineState::Running,
+            error: None,
+        };
+        state.save_pipeline(&definition).unwrap();
+        let reopened = StateDir::open(dir.path()).unwrap();
+        assert_eq!(reopened.pipelines().unwrap(), vec![definition]);
+        assert_eq!(reopened.module("acme", "ab12").unwrap(), Some(entry));
+        assert_eq!(reopened.module("other", "ab12").unwrap(), None);
+        assert_eq!(reopened.read_module("ab12").unwrap(), b"abc");
+        reopened.remove_pipeline("acme", "p").unwrap();
+        assert!(reopened.pipelines().unwrap().is_empty());
+    }
+}

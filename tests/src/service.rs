@@ -1,0 +1,328 @@
+//! A `sluice serve` process for tests: its config, tokens and state in a temporary
+//! directory, and a small client for its admin API.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::sluice_binary;
+
+/// A tenant of a test service.
+pub struct TenantSpec<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Extra TOML lines for `[tenants.<name>]` (limits), before its Kafka table.
+    pub limits: &'a str,
+    /// TOML lines for `[tenants.<name>.kafka]`.
+    pub kafka: &'a str,
+}
+
+/// A running (or stopped) `sluice serve`.
+pub struct Serve {
+    /// Holds the config, tokens, state directory and log.
+    pub dir: tempfile::TempDir,
+    /// The API's base URL.
+    pub url: String,
+    /// The operator's token.
+    pub operator: String,
+    /// Each tenant's token.
+    pub tokens: BTreeMap<String, String>,
+    child: Option<Child>,
+    log_index: usize,
+    agent: ureq::Agent,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl Serve {
+    /// Writes the config for `tenants` (plus `server` lines for `[server]` and `limits`
+    /// for `[limits]`) and starts the service.
+    pub fn start(tenants: &[TenantSpec<'_>], server: &str, limits: &str) -> Serve {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let port = free_port();
+        let operator = format!("operator-{}-token", std::process::id());
+        std::fs::write(dir.path().join("operator.token"), &operator).unwrap();
+        let mut config = format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\nstate_dir = \"state\"\noperator_token_file = \"operator.token\"\n{server}\n\n[limits]\n{limits}\n"
+        );
+        let mut tokens = BTreeMap::new();
+        for tenant in tenants {
+            let token = format!("{}-{}-secret-token", tenant.name, std::process::id());
+            let file = format!("{}.token", tenant.name);
+            std::fs::write(dir.path().join(&file), &token).unwrap();
+            tokens.insert(tenant.name.to_string(), token);
+            config.push_str(&format!(
+                "\n[tenants.{name}]\ntoken_file = \"{file}\"\n{limits}\n[tenants.{name}.kafka]\n{kafka}\n",
+                name = tenant.name,
+                limits = tenant.limits,
+                kafka = tenant.kafka,
+            ));
+        }
+        std::fs::write(dir.path().join("serve.toml"), config).unwrap();
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(180)))
+            .build()
+            .into();
+        let mut serve = Serve {
+            dir,
+            url: format!("http://127.0.0.1:{port}"),
+            operator,
+            tokens,
+            child: None,
+            log_index: 0,
+            agent,
+        };
+        serve.restart();
+        serve
+    }
+
+    /// The service's config file.
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("serve.toml")
+    }
+
+    /// Every log the service wrote, across restarts.
+    pub fn log(&self) -> String {
+        (0..=self.log_index)
+            .filter_map(|i| std::fs::read_to_string(self.log_path(i)).ok())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn log_path(&self, index: usize) -> PathBuf {
+        self.dir.path().join(format!("serve-{index}.log"))
+    }
+
+    /// Starts the service (again) and waits until it is ready.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "the service is already running");
+        if self.log_path(self.log_index).exists() {
+            self.log_index += 1;
+        }
+        let log = std::fs::File::create(self.log_path(self.log_index)).unwrap();
+        let child = Command::new(sluice_binary())
+            .args(["serve", "--config"])
+            .arg(self.config())
+            .env("SLUICE_LOG", "info,delta_kernel=warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("sluice serve starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(response) = self.agent.get(format!("{}/readyz", self.url)).call()
+                && response.status() == 200
+            {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
+                panic!("sluice serve exited with {status}:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sluice serve was not ready in time:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Stops the service with SIGTERM and waits for it; returns whether it exited 0.
+    pub fn stop(&mut self) -> bool {
+        let mut child = self.child.take().expect("the service is running");
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        child.wait().expect("sluice serve exits").success()
+    }
+
+    /// Whether the process is still alive.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// Calls the API: `(status, JSON body or the text as a string)`.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let url = format!("{}{path}", self.url);
+        let auth = token.map(|t| format!("Bearer {t}"));
+        macro_rules! with_auth {
+            ($request:expr) => {{
+                let request = $request;
+                match &auth {
+                    Some(auth) => request.header("Authorization", auth),
+                    None => request,
+                }
+            }};
+        }
+        let response = match (method, body) {
+            ("GET", _) => with_auth!(self.agent.get(&url)).call(),
+            ("DELETE", _) => with_auth!(self.agent.delete(&url)).call(),
+            ("PUT", Some(body)) => with_auth!(self.agent.put(&url))
+                .header("Content-Type", "application/json")
+                .send(body.to_string()),
+            ("POST", Some(body)) => with_auth!(self.agent.post(&url))
+                .header("Content-Type", "application/json")
+                .send(body.to_string()),
+            ("POST", None) => with_auth!(self.agent.post(&url)).send_empty(),
+            other => panic!("unsupported call {other:?}"),
+        }
+        .unwrap_or_else(|e| panic!("{method} {path} failed: {e}"));
+        let status = response.status().as_u16();
+        let text = response.into_body().read_to_string().unwrap_or_default();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    /// The token of `tenant`.
+    pub fn token(&self, tenant: &str) -> &str {
+        &self.tokens[tenant]
+    }
+
+    /// Uploads a module for `tenant`; returns its digest.
+    pub fn upload(&self, tenant: &str, module: &Path, name: &str) -> String {
+        let bytes = std::fs::read(module).expect("the module exists");
+        let response = self
+            .agent
+            .post(format!("{}/v1/tenants/{tenant}/modules", self.url))
+            .query("name", name)
+            .header("Authorization", &format!("Bearer {}", self.token(tenant)))
+            .send(&bytes[..])
+            .expect("the upload is answered");
+        let status = response.status().as_u16();
+        let text = response.into_body().read_to_string().unwrap();
+        assert_eq!(status, 201, "uploading {name} failed: {text}");
+        let entry: Value = serde_json::from_str(&text).unwrap();
+        entry["digest"].as_str().unwrap().to_string()
+    }
+
+    /// Creates a pipeline for `tenant`; panics unless it is created.
+    pub fn create(&self, tenant: &str, name: &str, config: &str, module: &str) -> Value {
+        let (status, body) = self.call(
+            "PUT",
+            &format!("/v1/tenants/{tenant}/pipelines/{name}"),
+            Some(self.token(tenant)),
+            Some(serde_json::json!({ "config": config, "module": module })),
+        );
+        assert_eq!(status, 201, "creating {name} failed: {body}");
+        body
+    }
+
+    /// A pipeline's status, as the operator sees it.
+    pub fn status(&self, tenant: &str, name: &str) -> Value {
+        let (status, body) = self.call(
+            "GET",
+            &format!("/v1/tenants/{tenant}/pipelines/{name}"),
+            Some(&self.operator),
+            None,
+        );
+        assert_eq!(status, 200, "status of {name}: {body}");
+        body
+    }
+
+    /// Waits until `done` holds for the pipeline's status; returns that status.
+    pub fn wait_for(
+        &self,
+        tenant: &str,
+        name: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = self.status(tenant, name);
+            if done(&status) {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pipeline {tenant}/{name} did not get there in time; its status: {status:#}\nservice log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits until the pipeline delivered every version up to `latest`.
+    pub fn wait_caught_up(
+        &self,
+        tenant: &str,
+        name: &str,
+        latest: u64,
+        timeout: Duration,
+    ) -> Value {
+        self.wait_for(tenant, name, timeout, |s| {
+            s["position"]["version"].as_u64() == Some(latest + 1)
+                && s["position"]["row_offset"].as_u64() == Some(0)
+        })
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A pipeline config for the service: `[source]` on `table`, `[sink]` to `topic`, with
+/// extra TOML lines per section.
+pub fn pipeline_config(
+    table: &Path,
+    topic: &str,
+    bootstrap: Option<&str>,
+    extra: crate::Extra<'_>,
+) -> String {
+    let kafka = bootstrap.map_or_else(String::new, |b| {
+        format!("\"bootstrap.servers\" = \"{b}\"\n")
+    });
+    format!(
+        r#"[source]
+table = "{table}"
+poll_interval = "100ms"
+{source}
+
+[transform]
+{transform}
+
+[transform.params]
+{params}
+
+[sink]
+topic = "{topic}"
+connect_timeout = "10s"
+{sink}
+
+[sink.kafka]
+{kafka}{extra_kafka}
+"#,
+        table = table.display(),
+        source = extra.source,
+        transform = extra.transform,
+        params = extra.params,
+        sink = extra.sink,
+        extra_kafka = extra.kafka,
+    )
+}
