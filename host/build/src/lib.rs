@@ -92,6 +92,10 @@ pub fn build_rust_transform(
         .arg(&manifest)
         .arg("--target-dir")
         .arg(&options.target_dir)
+        // Modules ship without debug info: a workspace's release profile may ask for
+        // line tables, which make a module ten times larger and the host never reads.
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo")
         .status()
         .map_err(BuildError::CargoMissing)?;
     if !status.success() {

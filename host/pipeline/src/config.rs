@@ -258,10 +258,10 @@ fn default_batch_rows() -> usize {
     10_000
 }
 fn default_memory_limit_mib() -> usize {
-    256
+    PipelineConfig::DEFAULT_MEMORY_LIMIT_MIB
 }
 fn default_batch_timeout() -> Duration {
-    Duration::from_secs(10)
+    PipelineConfig::DEFAULT_BATCH_TIMEOUT
 }
 fn default_max_output_mib() -> usize {
     256
@@ -322,6 +322,12 @@ pub enum ConfigError {
 }
 
 impl PipelineConfig {
+    /// `[transform] memory_limit_mib` when the config names none.
+    pub const DEFAULT_MEMORY_LIMIT_MIB: usize = 256;
+
+    /// `[transform] batch_timeout` when the config names none.
+    pub const DEFAULT_BATCH_TIMEOUT: Duration = Duration::from_secs(10);
+
     /// Reads a config file; relative paths in it are taken from the file's directory.
     pub fn load(path: &Path) -> Result<PipelineConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {

@@ -401,6 +401,18 @@ impl Service {
                 )));
             }
         }
+        // A pipeline that names no limit gets the default, or the tenant's cap if lower.
+        if !transform.contains_key("memory_limit_mib") {
+            let default = PipelineConfig::DEFAULT_MEMORY_LIMIT_MIB.min(limits.max_memory_mib);
+            transform.insert("memory_limit_mib".into(), (default as i64).into());
+        }
+        if !transform.contains_key("batch_timeout") {
+            let default = PipelineConfig::DEFAULT_BATCH_TIMEOUT.min(limits.max_batch_timeout);
+            transform.insert(
+                "batch_timeout".into(),
+                format!("{}ms", default.as_millis()).into(),
+            );
+        }
         transform.insert(
             "module".into(),
             self.state.module_path(digest).display().to_string().into(),

@@ -1,0 +1,266 @@
+//! `sluice serve` with several tenants: a tenant's token reaches only its own modules
+//! and pipelines, no endpoint or log shows a secret, and limits refuse clearly.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
+use sluice_tests::{
+    Extra, consume_all, deals_table, kafka_bootstrap, transform_component, unique_topic,
+};
+
+fn scram_bootstrap() -> String {
+    std::env::var("SLUICE_TEST_KAFKA_SCRAM")
+        .expect("SLUICE_TEST_KAFKA_SCRAM is set by scripts/test.sh")
+}
+
+fn scram_password_file() -> String {
+    std::env::var("SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE").expect("set by scripts/test.sh")
+}
+
+#[test]
+fn tenants_reach_only_their_own_and_secrets_stay_hidden() {
+    let passthrough = transform_component("passthrough");
+    let blue = transform_component("tagged/blue");
+    let tables = tempfile::tempdir().unwrap();
+    let table = tables.path().join("deals");
+    deals_table(&table, &["scenario"]);
+
+    let password = std::fs::read_to_string(scram_password_file())
+        .unwrap()
+        .trim()
+        .to_string();
+    // acme's credentials live in the operator's config; acme's pipelines use them.
+    let acme_kafka = format!(
+        "\"bootstrap.servers\" = \"{}\"\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"SCRAM-SHA-256\"\n\"sasl.username\" = \"sluice\"\n\"sasl.password\" = \"${{file:{}}}\"\n",
+        scram_bootstrap(),
+        scram_password_file()
+    );
+    let globex_kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
+    let serve = Serve::start(
+        &[
+            TenantSpec {
+                name: "acme",
+                limits: "max_pipelines = 2\nmax_memory_mib = 128\nmax_module_mib = 3",
+                kafka: &acme_kafka,
+            },
+            TenantSpec {
+                name: "globex",
+                limits: "",
+                kafka: &globex_kafka,
+            },
+        ],
+        "",
+        "",
+    );
+    let acme = serve.token("acme").to_string();
+    let globex = serve.token("globex").to_string();
+    let mut seen = Vec::new();
+    let mut call = |method: &str, path: &str, token: Option<&str>, body: Option<Value>| {
+        let (status, answer) = serve.call(method, path, token, body);
+        seen.push(answer.to_string());
+        (status, answer)
+    };
+
+    let digest = serve.upload("acme", &passthrough, "passthrough");
+    let blue_digest = serve.upload("acme", &blue, "blue");
+    serve.upload("globex", &passthrough, "passthrough");
+    let topic = unique_topic("tenant-acme");
+    let config = pipeline_config(&table, &topic, None, Extra::default());
+    let (status, created) = call(
+        "PUT",
+        "/v1/tenants/acme/pipelines/deals",
+        Some(&acme),
+        Some(serde_json::json!({ "config": config, "module": digest })),
+    );
+    assert_eq!(status, 201, "{created}");
+    let done = serve.wait_caught_up("acme", "deals", 4, Duration::from_secs(60));
+    assert_eq!(done["state"], "running", "{done}");
+    assert_eq!(
+        consume_all(&topic).len(),
+        39,
+        "acme's pipeline delivered through SCRAM"
+    );
+
+    // globex's token reaches none of acme's things.
+    let p = "/v1/tenants/acme/pipelines/deals";
+    let deploy = Some(serde_json::json!({ "module": blue_digest }));
+    for (method, path, body) in [
+        ("GET", "/v1/tenants/acme/modules".to_string(), None),
+        ("GET", "/v1/tenants/acme/pipelines".to_string(), None),
+        ("GET", p.to_string(), None),
+        (
+            "PUT",
+            "/v1/tenants/acme/pipelines/other".to_string(),
+            Some(serde_json::json!({ "config": config, "module": digest })),
+        ),
+        ("POST", format!("{p}/deploy"), deploy.clone()),
+        ("POST", format!("{p}/rollback"), None),
+        ("POST", format!("{p}/pause"), None),
+        ("POST", format!("{p}/resume"), None),
+        ("GET", format!("{p}/logs"), None),
+        ("DELETE", p.to_string(), None),
+    ] {
+        let (status, answer) = call(method, &path, Some(&globex), body.clone());
+        assert_eq!(status, 403, "{method} {path} as globex: {answer}");
+        let (status, _) = call(method, &path, None, body.clone());
+        assert_eq!(status, 401, "{method} {path} without a token");
+        let (status, _) = call(method, &path, Some("not-a-token-at-all"), body);
+        assert_eq!(status, 401, "{method} {path} with a wrong token");
+    }
+    let (status, answer) = call("GET", "/metrics", Some(&globex), None);
+    assert_eq!(status, 403, "metrics are the operator's: {answer}");
+    // Nor can globex use a module only acme uploaded.
+    let globex_config = pipeline_config(
+        &table,
+        &unique_topic("tenant-globex"),
+        None,
+        Extra {
+            kafka: "\"ssl.key.password\" = \"globex-own-secret\"",
+            ..Extra::default()
+        },
+    );
+    let (status, answer) = call(
+        "PUT",
+        "/v1/tenants/globex/pipelines/copy",
+        Some(&globex),
+        Some(serde_json::json!({ "config": globex_config, "module": blue_digest })),
+    );
+    assert_eq!(status, 404, "{answer}");
+    let (status, answer) = call("GET", "/v1/tenants/globex/pipelines", Some(&globex), None);
+    assert_eq!(
+        (status, answer.as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{answer}"
+    );
+    let (status, answer) = call(
+        "GET",
+        "/v1/tenants/acme/pipelines",
+        Some(&serve.operator),
+        None,
+    );
+    assert_eq!(
+        (status, answer.as_array().map(Vec::len)),
+        (200, Some(1)),
+        "{answer}"
+    );
+    // A secret globex wrote into its own config is not shown back.
+    let globex_digest = serve.upload("globex", &passthrough, "passthrough");
+    let (status, answer) = call(
+        "PUT",
+        "/v1/tenants/globex/pipelines/own",
+        Some(&globex),
+        Some(serde_json::json!({ "config": globex_config, "module": globex_digest })),
+    );
+    assert_eq!(status, 201, "{answer}");
+    assert!(
+        answer["config"].as_str().unwrap().contains("<redacted>"),
+        "{answer}"
+    );
+    // A config may not read the host's files or environment.
+    let sneaky = pipeline_config(
+        &table,
+        &unique_topic("sneaky"),
+        None,
+        Extra {
+            kafka: "\"client.id\" = \"${file:/etc/hostname}\"",
+            ..Extra::default()
+        },
+    );
+    let (status, answer) = call(
+        "PUT",
+        "/v1/tenants/globex/pipelines/sneaky",
+        Some(&globex),
+        Some(serde_json::json!({ "config": sneaky, "module": globex_digest })),
+    );
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("reference"),
+        "{answer}"
+    );
+
+    // Limits refuse with the reason.
+    let greedy = pipeline_config(
+        &table,
+        &unique_topic("greedy"),
+        None,
+        Extra {
+            transform: "memory_limit_mib = 512",
+            ..Extra::default()
+        },
+    );
+    let (status, answer) = call(
+        "PUT",
+        "/v1/tenants/acme/pipelines/greedy",
+        Some(&acme),
+        Some(serde_json::json!({ "config": greedy, "module": digest })),
+    );
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("at most 128"),
+        "{answer}"
+    );
+    let second = pipeline_config(&table, &unique_topic("second"), None, Extra::default());
+    let (status, answer) = call(
+        "PUT",
+        "/v1/tenants/acme/pipelines/second",
+        Some(&acme),
+        Some(serde_json::json!({ "config": second, "module": digest })),
+    );
+    assert_eq!(status, 201, "{answer}");
+    let (status, answer) = call(
+        "PUT",
+        "/v1/tenants/acme/pipelines/third",
+        Some(&acme),
+        Some(serde_json::json!({ "config": second, "module": digest })),
+    );
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("2 pipelines, its limit"),
+        "{answer}"
+    );
+    let big = tables.path().join("big.wasm");
+    let mut bytes = std::fs::read(&passthrough).unwrap();
+    bytes.resize(4 * 1024 * 1024, 0);
+    std::fs::write(&big, bytes).unwrap();
+    let response = ureq::post(format!("{}/v1/tenants/acme/modules?name=big", serve.url))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .header("Authorization", &format!("Bearer {acme}"))
+        .send(&std::fs::read(&big).unwrap()[..])
+        .unwrap();
+    assert_eq!(response.status(), 422);
+    let text = response.into_body().read_to_string().unwrap();
+    assert!(text.contains("at most 3 MiB"), "{text}");
+
+    // Every answer, the metrics and the service's log are free of secrets.
+    let (_, metrics) = call("GET", "/metrics", Some(&serve.operator), None);
+    assert!(
+        metrics
+            .as_str()
+            .unwrap()
+            .contains("sluice_pipeline_rows_in_total{tenant=\"acme\",pipeline=\"deals\"} 39"),
+        "{metrics}"
+    );
+    call("GET", &format!("{p}/logs"), Some(&acme), None);
+    for tenant in ["acme", "globex"] {
+        call(
+            "GET",
+            &format!("/v1/tenants/{tenant}/pipelines"),
+            Some(&serve.operator),
+            None,
+        );
+    }
+    let log = serve.log();
+    for text in seen.iter().chain([&log]) {
+        assert!(!text.contains(&password), "a secret leaked: {text}");
+        assert!(
+            !text.contains("globex-own-secret"),
+            "a secret leaked: {text}"
+        );
+    }
+}
