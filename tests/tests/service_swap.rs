@@ -30,10 +30,10 @@ fn swapping_under_load_loses_and_repeats_nothing() {
             "--rows",
             &ROWS.to_string(),
             "--versions",
-            "15",
+            "40",
         ],
     );
-    let mut latest = 15;
+    let mut latest = 40;
 
     let bootstrap = kafka_bootstrap();
     let kafka = format!("\"bootstrap.servers\" = \"{bootstrap}\"");
@@ -56,25 +56,28 @@ fn swapping_under_load_loses_and_repeats_nothing() {
     ]
     .into();
     let topic = unique_topic("swap");
-    // Small batches and commits, so the pipeline is mid-stream when swaps arrive.
+    // Small batches and transactions of several versions, so swaps land mid-stream
+    // with uncommitted work to commit at the boundary.
     let config = pipeline_config(
         &table,
         &topic,
         None,
         Extra {
             source: "batch_rows = 250",
-            sink: "commit_rows = 500",
+            sink: "commit_rows = 10000",
             ..Extra::default()
         },
     );
-    serve.create("acme", "swapped", &config, &digests[0]);
+    // Unique per run: positions outlive the test in the broker.
+    let name = topic.clone();
+    serve.create("acme", &name, &config, &digests[0]);
 
     let mut pauses = Vec::new();
     for swap in 1..=5 {
         let next = &digests[swap % 2];
         let (status, report) = serve.call(
             "POST",
-            "/v1/tenants/acme/pipelines/swapped/deploy",
+            &format!("/v1/tenants/acme/pipelines/{name}/deploy"),
             Some(serve.token("acme")),
             Some(serde_json::json!({ "module": next })),
         );
@@ -83,23 +86,27 @@ fn swapping_under_load_loses_and_repeats_nothing() {
         assert_eq!(report["to"].as_str(), Some(next.as_str()));
         pauses.push(report["pause_ms"].as_f64().unwrap());
         eprintln!(
-            "swap {swap}: at {}, pause {:.2} ms (compile and checks {:.1} ms)",
-            report["position"], report["pause_ms"], report["prepare_ms"]
+            "swap {swap}: at {}, pause {:.2} ms committing {} rows (compile and checks {:.1} ms)",
+            report["position"],
+            report["pause_ms"].as_f64().unwrap(),
+            report["committed_rows"],
+            report["prepare_ms"].as_f64().unwrap()
         );
-        // More load between swaps.
-        deals_table(
-            &table,
-            &[
-                "append",
-                "--start",
-                &((latest + 1) * ROWS).to_string(),
-                "--rows",
-                &ROWS.to_string(),
-            ],
-        );
-        latest += 1;
+        std::thread::sleep(Duration::from_millis(300));
     }
-    let status = serve.wait_caught_up("acme", "swapped", latest, Duration::from_secs(120));
+    // A commit after the swaps, picked up by the last module.
+    deals_table(
+        &table,
+        &[
+            "append",
+            "--start",
+            &((latest + 1) * ROWS).to_string(),
+            "--rows",
+            &ROWS.to_string(),
+        ],
+    );
+    latest += 1;
+    let status = serve.wait_caught_up("acme", &name, latest, Duration::from_secs(120));
     assert_eq!(status["counters"]["swaps"], 5, "{status}");
     assert_eq!(status["state"], "running");
     pauses.sort_by(f64::total_cmp);
@@ -122,7 +129,7 @@ fn swapping_under_load_loses_and_repeats_nothing() {
     assert_eq!(ids.len() as u64, total, "no deal repeated");
 
     // Each record was made by the module the next position record names.
-    let positions: Vec<(u64, String)> = consume_all("sluice-position-acme.swapped")
+    let positions: Vec<(u64, String)> = consume_all(&format!("sluice-position-acme.{name}"))
         .iter()
         .map(|p| {
             let p: Value = serde_json::from_str(p.value.as_deref().unwrap()).unwrap();

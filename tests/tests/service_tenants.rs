@@ -66,15 +66,17 @@ fn tenants_reach_only_their_own_and_secrets_stay_hidden() {
     let blue_digest = serve.upload("acme", &blue, "blue");
     serve.upload("globex", &passthrough, "passthrough");
     let topic = unique_topic("tenant-acme");
+    // Pipeline names are unique per run: positions outlive the test in the broker.
+    let deals = topic.clone();
     let config = pipeline_config(&table, &topic, None, Extra::default());
     let (status, created) = call(
         "PUT",
-        "/v1/tenants/acme/pipelines/deals",
+        &format!("/v1/tenants/acme/pipelines/{deals}"),
         Some(&acme),
         Some(serde_json::json!({ "config": config, "module": digest })),
     );
     assert_eq!(status, 201, "{created}");
-    let done = serve.wait_caught_up("acme", "deals", 4, Duration::from_secs(60));
+    let done = serve.wait_caught_up("acme", &deals, 4, Duration::from_secs(60));
     assert_eq!(done["state"], "running", "{done}");
     assert_eq!(
         consume_all(&topic).len(),
@@ -83,7 +85,7 @@ fn tenants_reach_only_their_own_and_secrets_stay_hidden() {
     );
 
     // globex's token reaches none of acme's things.
-    let p = "/v1/tenants/acme/pipelines/deals";
+    let p = &format!("/v1/tenants/acme/pipelines/{deals}");
     let deploy = Some(serde_json::json!({ "module": blue_digest }));
     for (method, path, body) in [
         ("GET", "/v1/tenants/acme/modules".to_string(), None),
@@ -148,7 +150,7 @@ fn tenants_reach_only_their_own_and_secrets_stay_hidden() {
     let globex_digest = serve.upload("globex", &passthrough, "passthrough");
     let (status, answer) = call(
         "PUT",
-        "/v1/tenants/globex/pipelines/own",
+        &format!("/v1/tenants/globex/pipelines/{}", unique_topic("own")),
         Some(&globex),
         Some(serde_json::json!({ "config": globex_config, "module": globex_digest })),
     );
@@ -203,7 +205,7 @@ fn tenants_reach_only_their_own_and_secrets_stay_hidden() {
     let second = pipeline_config(&table, &unique_topic("second"), None, Extra::default());
     let (status, answer) = call(
         "PUT",
-        "/v1/tenants/acme/pipelines/second",
+        &format!("/v1/tenants/acme/pipelines/{}", unique_topic("second")),
         Some(&acme),
         Some(serde_json::json!({ "config": second, "module": digest })),
     );
@@ -240,10 +242,9 @@ fn tenants_reach_only_their_own_and_secrets_stay_hidden() {
     // Every answer, the metrics and the service's log are free of secrets.
     let (_, metrics) = call("GET", "/metrics", Some(&serve.operator), None);
     assert!(
-        metrics
-            .as_str()
-            .unwrap()
-            .contains("sluice_pipeline_rows_in_total{tenant=\"acme\",pipeline=\"deals\"} 39"),
+        metrics.as_str().unwrap().contains(&format!(
+            "sluice_pipeline_rows_in_total{{tenant=\"acme\",pipeline=\"{deals}\"}} 39"
+        )),
         "{metrics}"
     );
     call("GET", &format!("{p}/logs"), Some(&acme), None);

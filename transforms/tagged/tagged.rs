@@ -12,6 +12,7 @@ impl Transform for Tagged {
     }
 
     fn transform(&mut self, batch: &Batch, out: &mut Output) -> Result<(), Error> {
+        sluice_transform::log::info(&format!("{TAG} got {} rows", batch.len()));
         for row in batch.rows()? {
             out.emit(&row, Record::new().value(row.to_json()).header("tag", TAG));
         }

@@ -261,7 +261,7 @@ pub fn pipeline(server: &ServerArgs, action: PipelineAction) -> anyhow::Result<(
         PipelineAction::List => {
             let list = client.get("/pipelines")?;
             println!(
-                "{:<24} {:<8} {:<14} {:>10} {:>6} {:>10}",
+                "{:<32} {:<8} {:<32} {:>10} {:>6} {:>10}",
                 "PIPELINE", "STATE", "MODULE", "VERSION", "LAG", "ROWS/S"
             );
             for p in list.as_array().into_iter().flatten() {

@@ -72,6 +72,8 @@ pub struct SwapReport {
     /// How long the pipeline was held at the boundary (committing the old module's
     /// work and switching), compile and initialisation excluded.
     pub pause: Duration,
+    /// Change rows of the old module's work committed at the boundary.
+    pub committed_rows: u64,
 }
 
 /// What a supervisor hands a run beyond its config.
@@ -565,9 +567,10 @@ impl Pipeline<'_> {
     /// records and the position that follows them names that module.
     async fn swap(&mut self, request: SwapRequest) -> Result<(), PipelineError> {
         let started = Instant::now();
+        let committed_rows = self.uncommitted.as_ref().map_or(0, |open| open.rows);
         if let Err(e) = self.commit_uncommitted().await {
             let _ = request.reply.send(Err(format!(
-                "the work before the switch could not be committed, so the old module stays: {e}"
+                "the work before the switch could not be committed: {e}"
             )));
             return Err(e);
         }
@@ -580,6 +583,7 @@ impl Pipeline<'_> {
             to_digest: self.stage.digest().to_string(),
             position: self.summary.position,
             pause,
+            committed_rows,
         };
         tracing::info!(
             pipeline = self.name,

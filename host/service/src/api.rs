@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use tokio_stream::StreamExt as _;
-use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 
 use crate::auth::Caller;
 use crate::error::ServiceError;
@@ -32,7 +32,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = match &self.0 {
             ServiceError::Unauthenticated => StatusCode::UNAUTHORIZED,
-            ServiceError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ServiceError::Forbidden { .. } | ServiceError::OperatorOnly(_) => StatusCode::FORBIDDEN,
             ServiceError::NotFound { .. } => StatusCode::NOT_FOUND,
             ServiceError::Conflict(_) => StatusCode::CONFLICT,
             ServiceError::BadRequest(_) => StatusCode::BAD_REQUEST,
@@ -236,8 +236,13 @@ async fn logs(
     };
     let kept: Vec<_> = kept.iter().map(line).collect();
     let body = if query.follow {
-        // Lines a slow reader missed are skipped, not buffered without bound.
-        let live = BroadcastStream::new(live).filter_map(move |l| l.ok().map(|l| line(&l)));
+        // Lines a slow reader missed are skipped, not buffered without bound; the
+        // stream ends when the service stops.
+        let live = BroadcastStream::new(live).filter_map(move |l| l.ok().map(|l| Some(line(&l))));
+        let stopped = WatchStream::new(service.stopping())
+            .filter(|stopping| *stopping)
+            .map(|_| None);
+        let live = live.merge(stopped).map_while(|line| line);
         Body::from_stream(tokio_stream::iter(kept).chain(live))
     } else {
         Body::from_stream(tokio_stream::iter(kept))

@@ -95,10 +95,16 @@ pub struct TenantConfig {
     /// `${env:NAME}` or `${file:PATH}`. Never shown to the tenant, guests or logs.
     #[serde(default)]
     pub kafka: BTreeMap<String, String>,
-    /// Prefix every topic of the tenant's pipelines must start with (unset: any). With
-    /// per-tenant credentials and Kafka ACLs this keeps tenants on their own topics.
+    /// Prefix every topic the tenant's pipelines name in their configs (record,
+    /// dead-letter and position topics) must start with; unset: any. Topics a module
+    /// names in its records are kept in bounds by Kafka ACLs on the tenant's
+    /// credentials.
     #[serde(default)]
     pub topic_prefix: Option<String>,
+    /// Path or URL prefixes the tenant's tables must start with (for example
+    /// `"/data/acme/"`, `"s3://acme-lake/"`); empty: any table the service can reach.
+    #[serde(default)]
+    pub table_prefixes: Vec<String>,
 }
 
 fn default_listen() -> SocketAddr {

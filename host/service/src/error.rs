@@ -30,6 +30,9 @@ pub enum ServiceError {
         /// The tenant asked for.
         tenant: String,
     },
+    /// Only the operator may do this.
+    #[error("Only the operator's token may {0}.")]
+    OperatorOnly(&'static str),
     /// Something named does not exist (or belongs to another tenant).
     #[error("{what} was not found.")]
     NotFound {

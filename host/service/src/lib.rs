@@ -43,11 +43,21 @@ pub async fn serve(
                 path: service.config().server.state_dir.clone(),
                 message: format!("cannot listen on {listen}: {e}"),
             })?;
+    // Stored pipelines are restored before the API answers, so no request races them.
+    if let Err(e) = service.restore().await {
+        service.shutdown().await;
+        return Err(e);
+    }
     tracing::info!(%listen, "The service listens.");
     let app = router(service.clone());
+    let stopping = service.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                // Followed log streams end, so the server can finish.
+                stopping.begin_stop();
+            })
             .await
     });
     let sampler = {
@@ -60,7 +70,6 @@ pub async fn serve(
             }
         })
     };
-    service.restore().await?;
     let served = server.await.expect("the server task does not panic");
     sampler.abort();
     tracing::info!("The service is stopping its pipelines.");

@@ -49,6 +49,17 @@ fn is_secret_property(name: &str) -> bool {
         || name.ends_with("key.pem")
 }
 
+/// librdkafka properties that name files or programs on the host: a tenant could read
+/// the host's keys or load code with them, so only the operator may set them.
+fn reaches_host_files(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name.ends_with(".location")
+        || name.ends_with(".paths")
+        || name.ends_with(".cmd")
+        || name.contains("keytab")
+        || name.ends_with(".file")
+}
+
 /// A request to create a pipeline.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,13 +90,16 @@ pub struct DeployReport {
     pub from: String,
     /// Digest of the module now.
     pub to: String,
-    /// `switched` (the running pipeline switched at a boundary) or `stored` (it was
-    /// not running; it starts with the new module when resumed).
+    /// `switched` (the running pipeline switched at a boundary), `started` (it had
+    /// failed; it was started with the new module) or `stored` (it was paused or
+    /// stopped before the boundary; it starts with the new module when resumed).
     pub outcome: &'static str,
     /// The boundary: the first change row the new module makes records of.
     pub position: Option<PositionView>,
     /// How long the pipeline was held at the boundary, compile excluded.
     pub pause_ms: Option<f64>,
+    /// Change rows of the old module's work committed at the boundary.
+    pub committed_rows: Option<u64>,
     /// How long compiling and checking the new module took.
     pub prepare_ms: f64,
 }
@@ -196,6 +210,7 @@ pub struct Service {
     tokens: Tokens,
     pipelines: Mutex<BTreeMap<(String, String), Arc<Entry>>>,
     ready: AtomicBool,
+    stopping: watch::Sender<bool>,
 }
 
 fn not_found(what: String) -> ServiceError {
@@ -226,6 +241,7 @@ impl Service {
             tokens,
             pipelines: Mutex::default(),
             ready: AtomicBool::new(false),
+            stopping: watch::channel(false).0,
         }))
     }
 
@@ -237,6 +253,16 @@ impl Service {
     /// Who an `Authorization` header names.
     pub fn caller(&self, authorization: Option<&str>) -> Result<Caller, ServiceError> {
         self.tokens.caller(authorization)
+    }
+
+    /// Says the service is stopping: followed log streams end.
+    pub fn begin_stop(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Becomes true when the service is stopping.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stopping.subscribe()
     }
 
     /// Whether every stored pipeline was restored.
@@ -425,6 +451,11 @@ impl Service {
             Some(_) => return Err(bad("[sink] kafka must be a table".into())),
         };
         for (property, value) in &kafka {
+            if reaches_host_files(property) {
+                return Err(bad(format!(
+                    "[sink.kafka] `{property}` names files or programs on the host; only the operator may set it (in [tenants.{tenant}.kafka])"
+                )));
+            }
             if value.as_str().is_some_and(|v| v.starts_with("${")) {
                 return Err(bad(format!(
                     "[sink.kafka] `{property}` is a reference; references are resolved only in the operator's config (put credentials in the tenant's [tenants.{tenant}.kafka])"
@@ -443,6 +474,21 @@ impl Service {
         {
             return Err(bad(format!(
                 "[source] table `{location}` must be an absolute path or a URL"
+            )));
+        }
+        if let Some(location) = table
+            .get("source")
+            .and_then(|s| s.get("table"))
+            .and_then(toml::Value::as_str)
+            && !limits.table_prefixes.is_empty()
+            && !limits
+                .table_prefixes
+                .iter()
+                .any(|p| location.starts_with(p.as_str()))
+        {
+            return Err(ServiceError::LimitExceeded(format!(
+                "pipeline {name} reads table {location}; tenant {tenant} may read only tables under {}",
+                limits.table_prefixes.join(", ")
             )));
         }
         let text = toml::to_string(&table).map_err(|e| bad(e.to_string()))?;
@@ -531,6 +577,10 @@ impl Service {
             &definition.config,
             &definition.module,
         )?;
+        entry.update(&self.state, |d| {
+            d.state = PipelineState::Running;
+            d.error = None;
+        })?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (swaps, swaps_rx) = mpsc::channel(1);
         let service = self.clone();
@@ -573,27 +623,31 @@ impl Service {
             swaps,
             task,
         });
-        entry.update(&self.state, |d| {
-            d.state = PipelineState::Running;
-            d.error = None;
-        })
+        Ok(())
     }
 
     /// Records how a pipeline's task ended.
     fn finished(&self, entry: &Entry, result: Result<(), String>) {
         let definition = entry.definition();
         let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
-        match result {
-            Ok(()) => tracing::info!(tenant, pipeline = name, "A pipeline stopped."),
+        let at = entry.metrics.snapshot();
+        let stopped_at = Some((at.position_version, at.position_row_offset));
+        let stored = match result {
+            Ok(()) => {
+                tracing::info!(tenant, pipeline = name, "A pipeline stopped.");
+                entry.update(&self.state, |d| d.stopped_at = stopped_at)
+            }
             Err(error) => {
                 tracing::error!(tenant, pipeline = name, %error, "A pipeline stopped with an error; it stays stopped until it is resumed or gets a new module.");
-                if let Err(e) = entry.update(&self.state, |d| {
+                entry.update(&self.state, |d| {
                     d.state = PipelineState::Failed;
                     d.error = Some(error);
-                }) {
-                    tracing::error!(tenant, pipeline = name, error = %e, "A pipeline's status could not be stored.");
-                }
+                    d.stopped_at = stopped_at;
+                })
             }
+        };
+        if let Err(e) = stored {
+            tracing::error!(tenant, pipeline = name, error = %e, "A pipeline's status could not be stored.");
         }
     }
 
@@ -657,6 +711,7 @@ impl Service {
                     previous_module: None,
                     state: PipelineState::Running,
                     error: None,
+                    stopped_at: None,
                 }),
                 metrics: Arc::default(),
                 log: Arc::default(),
@@ -727,6 +782,7 @@ impl Service {
                 _ => 0.0,
             }
         };
+        let position = position_of(&definition, &counters);
         let (table, topic) = match toml::from_str::<toml::Table>(&definition.config) {
             Ok(config) => {
                 let get = |section: &str, key: &str| {
@@ -753,10 +809,7 @@ impl Service {
             previous_module: definition.previous_module,
             table,
             topic,
-            position: PositionView {
-                version: counters.position_version,
-                row_offset: counters.position_row_offset,
-            },
+            position,
             latest_version: counters.latest_version,
             lag_versions: counters.lag_versions(),
             rows_per_second,
@@ -789,7 +842,7 @@ impl Service {
         let prepared = {
             let (service, entry, config) = (self.clone(), entry.clone(), config.clone());
             let (tenant, digest) = (tenant.to_string(), request.module.clone());
-            let position = entry.metrics.snapshot();
+            let position = position_of(&definition, &entry.metrics.snapshot());
             tokio::task::spawn_blocking(move || {
                 let prepared = service.prepare_module(&entry, &config, &digest, &tenant)?;
                 if let Some(rows) = request.sample_rows {
@@ -816,6 +869,7 @@ impl Service {
             outcome: "stored",
             position: None,
             pause_ms: None,
+            committed_rows: None,
             prepare_ms,
         };
         let running = control.as_ref().filter(|r| !r.task.is_finished());
@@ -826,14 +880,28 @@ impl Service {
                 instance,
                 reply,
             };
-            if running.swaps.send(request).await.is_ok() {
+            let sent = match running.swaps.try_send(request) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    return Err(ServiceError::Conflict(format!(
+                        "pipeline {name} has not yet reached the batch boundary for the previous swap; try again when it has"
+                    )));
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            };
+            if sent {
                 match tokio::time::timeout(SWAP_WAIT, replied).await {
                     Ok(Ok(Ok(done))) => {
                         report.outcome = "switched";
                         report.position = Some(done.position.into());
                         report.pause_ms = Some(done.pause.as_secs_f64() * 1000.0);
+                        report.committed_rows = Some(done.committed_rows);
                     }
-                    Ok(Ok(Err(message))) => return Err(ServiceError::Conflict(message)),
+                    Ok(Ok(Err(message))) => {
+                        return Err(ServiceError::Conflict(format!(
+                            "{message}; the pipeline stopped and starts with the new module when resumed"
+                        )));
+                    }
                     // The pipeline stopped before the boundary: it starts with the new
                     // module when resumed.
                     Ok(Err(_)) => {}
@@ -897,7 +965,10 @@ impl Service {
         caller.may_act_for(tenant)?;
         let entry = self.entry(tenant, name)?;
         let mut control = entry.control.lock().await;
-        entry.update(&self.state, |d| d.state = PipelineState::Paused)?;
+        entry.update(&self.state, |d| {
+            d.state = PipelineState::Paused;
+            d.error = None;
+        })?;
         stop(control.take()).await;
         drop(control);
         // A pipeline that failed while stopping stays failed.
@@ -959,9 +1030,7 @@ impl Service {
     /// Every pipeline's status, for the operator's metrics.
     pub fn all_statuses(&self, caller: &Caller) -> Result<Vec<PipelineStatus>, ServiceError> {
         if *caller != Caller::Operator {
-            return Err(ServiceError::Forbidden {
-                tenant: "all tenants".into(),
-            });
+            return Err(ServiceError::OperatorOnly("read every tenant's metrics"));
         }
         let entries: Vec<Arc<Entry>> = self
             .pipelines
@@ -1001,16 +1070,32 @@ impl Service {
             .values()
             .cloned()
             .collect();
-        let mut stopping = Vec::new();
-        for entry in entries {
-            stopping.push(async move {
-                let mut control = entry.control.lock().await;
-                stop(control.take()).await;
-            });
+        // All at once: each waits for its own batch boundary and commit.
+        let stopping: Vec<_> = entries
+            .into_iter()
+            .map(|entry| {
+                tokio::spawn(async move {
+                    let mut control = entry.control.lock().await;
+                    stop(control.take()).await;
+                })
+            })
+            .collect();
+        for stopped in stopping {
+            let _ = stopped.await;
         }
-        for stop in stopping {
-            stop.await;
-        }
+    }
+}
+
+/// Where a pipeline is: from its counters while it runs, else where it last stopped.
+fn position_of(definition: &PipelineDefinition, counters: &MetricsSnapshot) -> PositionView {
+    let counted = (counters.position_version, counters.position_row_offset);
+    let (version, row_offset) = match definition.stopped_at {
+        Some(stopped) if definition.state != PipelineState::Running || counted == (0, 0) => stopped,
+        _ => counted,
+    };
+    PositionView {
+        version,
+        row_offset,
     }
 }
 
@@ -1028,12 +1113,13 @@ async fn stop(running: Option<Running>) {
     }
 }
 
-/// Runs a module on up to `rows` change rows from the pipeline's position; a batch
-/// error or a trap refuses the module (rejected rows do not).
+/// Runs a module on up to `rows` change rows: the next ones from the pipeline's
+/// position, or the table's most recent ones when it has caught up. A batch error or a
+/// trap refuses the module (rejected rows do not).
 fn sample(
     config: &PipelineConfig,
     module: &TransformModule,
-    at: MetricsSnapshot,
+    at: PositionView,
     rows: usize,
 ) -> Result<(), ServiceError> {
     let options = SourceOptions {
@@ -1044,29 +1130,49 @@ fn sample(
     let feed =
         ChangeFeed::open(&config.source.table, options).map_err(|e| refuse(e.to_string()))?;
     let latest = feed.latest_version().map_err(|e| refuse(e.to_string()))?;
-    let from = Position {
-        version: at.position_version,
-        row_offset: at.position_row_offset,
-        snapshot: false,
+    let rows_from = |from: u64| -> Result<usize, ServiceError> {
+        let mut seen = 0;
+        for batch in feed
+            .read(Position::at_version(from), latest)
+            .map_err(|e| refuse(e.to_string()))?
+        {
+            seen += batch.map_err(|e| refuse(e.to_string()))?.batch.num_rows();
+            if seen >= rows {
+                break;
+            }
+        }
+        Ok(seen)
     };
-    if from.version > latest {
-        return Ok(());
-    }
-    let Some(batch) = feed
-        .read(from, latest)
-        .map_err(|e| refuse(e.to_string()))?
-        .next()
-    else {
-        return Ok(());
+    let from = if at.version <= latest {
+        Position {
+            version: at.version,
+            row_offset: at.row_offset,
+            snapshot: false,
+        }
+    } else {
+        let mut version = latest;
+        while version > 0 && rows_from(version)? < rows {
+            version -= 1;
+        }
+        Position::at_version(version)
     };
-    let batch = batch.map_err(|e| refuse(e.to_string()))?;
     let mut instance = module
         .instantiate(&config.transform_params())
         .map_err(|e| refuse(e.to_string()))?;
-    match instance.transform(&batch.batch) {
-        Ok(_) | Err(TransformError::Row { .. }) => Ok(()),
-        Err(e) => Err(refuse(e.to_string())),
+    let mut left = rows;
+    for batch in feed.read(from, latest).map_err(|e| refuse(e.to_string()))? {
+        let batch = batch.map_err(|e| refuse(e.to_string()))?.batch;
+        let batch = batch.slice(0, batch.num_rows().min(left));
+        match instance.transform(&batch) {
+            Ok(_) | Err(TransformError::Row { .. }) => {}
+            Err(e) => return Err(refuse(e.to_string())),
+        }
+        left -= batch.num_rows();
+        if left == 0 {
+            break;
+        }
     }
+    Ok(())
 }
 
 /// The config text with secret Kafka properties replaced.
@@ -1108,5 +1214,19 @@ mod tests {
         assert!(!shown.contains("\"k\""), "{shown}");
         assert!(!shown.contains("\"s\""), "{shown}");
         assert!(shown.contains("b:9092"), "{shown}");
+    }
+
+    #[test]
+    fn properties_reaching_host_files_are_recognised() {
+        for name in [
+            "ssl.key.location",
+            "plugin.library.paths",
+            "sasl.kerberos.kinit.cmd",
+            "sasl.kerberos.keytab",
+        ] {
+            assert!(reaches_host_files(name), "{name}");
+        }
+        assert!(!reaches_host_files("bootstrap.servers"));
+        assert!(!reaches_host_files("sasl.username"));
     }
 }

@@ -60,6 +60,10 @@ pub struct PipelineDefinition {
     pub state: PipelineState,
     /// Why it failed, when it did.
     pub error: Option<String>,
+    /// Where it was when it last stopped: `(version, row offset)`, shown while it is
+    /// not running (the position itself is in Kafka).
+    #[serde(default)]
+    pub stopped_at: Option<(u64, u64)>,
 }
 
 /// The state directory.
@@ -247,6 +251,7 @@ mod tests {
             previous_module: None,
             state: PipelineState::Running,
             error: None,
+            stopped_at: None,
         };
         state.save_pipeline(&definition).unwrap();
         let reopened = StateDir::open(dir.path()).unwrap();
