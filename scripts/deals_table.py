@@ -16,6 +16,9 @@ against a golden file.
     deals_table.py TABLE big --start K --title-bytes N
                                                 one deal whose title is N characters long
     deals_table.py TABLE bulk --rows N          version 0: N deals written in one commit, fast
+    deals_table.py TABLE churn --rows N        after `bulk --rows N`: three versions touching about
+                                                10% of the deals: an update (5%), a delete
+                                                (2%), a merge (3% changed, N/100 new)
     deals_table.py TABLE vacuum                 VACUUM with no retention: files that only
                                                 older versions need are deleted
     deals_table.py TABLE checkpoint             write a checkpoint of the latest version
@@ -123,6 +126,34 @@ def appends(table: str, start: int, rows: int, versions: int) -> None:
         append(table, start + v * rows, rows)
 
 
+def churn(table: str, rows: int) -> None:
+    """Changes about 10% of a `bulk` table's deals in three versions."""
+    ends = lambda *suffixes: " OR ".join(f"documentId LIKE '%{s}'" for s in suffixes)  # noqa: E731
+    DeltaTable(table).update(
+        predicate=ends("00", "20", "40", "60", "80"),
+        updates={
+            "fullDocument": "named_struct("
+            "'owner_id', fullDocument['owner_id'], 'owner_type', fullDocument['owner_type'], "
+            "'account_id', fullDocument['account_id'], "
+            "'manager_account_id', fullDocument['manager_account_id'], "
+            "'hubspot_deal_id', fullDocument['hubspot_deal_id'], "
+            "'stage', 'closedwon', 'status', 'won', 'title', fullDocument['title'])",
+        },
+    )
+    DeltaTable(table).delete(ends("13", "37"))
+    changed = [i for i in range(rows) if i % 100 in (71, 72, 73)]
+    source = pa.concat_tables(
+        [deals(changed, stage="contractsent"), deals(range(rows, rows + max(rows // 100, 1)))]
+    )
+    (
+        DeltaTable(table)
+        .merge(source, predicate="t.documentId = s.documentId", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+
+
 def big(table: str, start: int, title_bytes: int) -> None:
     row = deal(start)
     row["fullDocument"]["title"] = "x" * title_bytes
@@ -174,7 +205,7 @@ def plain(table: str, rows: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table")
-    parser.add_argument("step", choices=["create", "bulk", "append", "appends", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain"])
+    parser.add_argument("step", choices=["create", "bulk", "churn", "append", "appends", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain"])
     parser.add_argument("--rows", type=int, default=20)
     parser.add_argument("--start", type=int, default=20)
     parser.add_argument("--title-bytes", type=int, default=2_000_000)
@@ -186,6 +217,8 @@ def main() -> None:
         append(args.table, args.start, args.rows)
     elif args.step == "appends":
         appends(args.table, args.start, args.rows, args.versions)
+    elif args.step == "churn":
+        churn(args.table, args.rows)
     elif args.step == "bulk":
         bulk(args.table, args.rows)
     elif args.step == "big":

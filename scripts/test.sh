@@ -23,5 +23,5 @@ export SLUICE_TEST_KAFKA_TLS_CA=${SLUICE_KAFKA_DIR:-${SLUICE_CACHE:-$HOME/.cache
 export SLUICE_TEST_KAFKA_CLUSTER=127.0.0.1:19201,127.0.0.1:19202,127.0.0.1:19203
 export SLUICE_TEST_KAFKA_SCRAM_PASSWORD_FILE=${SLUICE_KAFKA_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/kafka-run}/scram-password
 
-cargo build --locked -p sluice
+cargo build --locked -p sluice -p sluice-bench
 cargo test --workspace --locked

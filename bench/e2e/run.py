@@ -1,0 +1,323 @@
+"""End-to-end benchmark: the same Delta table delivered to the same Kafka broker by
+each contestant, with the same records checked; prints and writes a Markdown table
+(and a PNG chart when matplotlib is there). Run through `bench/e2e.sh`.
+
+Contestants:
+  sluice-eos     sluice run, exactly-once, the Rust gold-deals module
+  sluice-alo     sluice run, at-least-once, the same module
+  native         Sluice's source and sink with gold-deals compiled into the host
+  raw            gold-deals' records precomputed, then produced by rdkafka alone
+  spark          Spark Structured Streaming: readChangeFeed, the same shaping,
+                 Spark's Kafka sink, local[2], availableNow
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTESTANTS = ["sluice-eos", "sluice-alo", "native", "raw", "spark"]
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def process_tree(root):
+    """{pid: (cpu seconds, rss bytes)} of `root` and its descendants, from /proc."""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the command: state ppid ... utime(12) stime(13) ... rss(22)
+        stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS, int(fields[21]) * PAGE)
+    tree, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (ppid, _, _) in stats.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    return {pid: stats[pid][1:] for pid in tree if pid in stats}
+
+
+def run_measured(argv, env=None, cwd=None):
+    """Runs a command; returns (stdout, wall seconds, CPU seconds, peak RSS MiB).
+
+    CPU and RSS cover the whole process tree (Spark's JVM is a grandchild that its
+    driver does not wait for): the larger of what wait4 reports and what sampling
+    /proc every 200 ms saw (CPU summed over every process seen, RSS summed at each
+    sample)."""
+    started = time.monotonic()
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    cpu_seen, peak_rss, sampling = {}, [0], [True]
+
+    def sample():
+        while sampling[0]:
+            tree = process_tree(process.pid)
+            for pid, (cpu, _) in tree.items():
+                cpu_seen[pid] = max(cpu, cpu_seen.get(pid, 0))
+            peak_rss[0] = max(peak_rss[0], sum(rss for _, rss in tree.values()))
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    out = []
+    err = []
+    readers = [
+        threading.Thread(target=lambda: out.append(process.stdout.read())),
+        threading.Thread(target=lambda: err.append(process.stderr.read())),
+    ]
+    for reader in readers:
+        reader.start()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.monotonic() - started
+    sampling[0] = False
+    sampler.join()
+    for reader in readers:
+        reader.join()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        sys.exit(f"{' '.join(map(str, argv))} failed ({process.returncode}):\n{err[0].decode(errors='replace')[-4000:]}")
+    cpu = max(usage.ru_utime + usage.ru_stime, sum(cpu_seen.values()))
+    rss = max(usage.ru_maxrss * 1024, peak_rss[0]) / 1024 / 1024
+    return out[0].decode(), wall, cpu, rss
+
+
+def last_json(text):
+    return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
+
+
+class Bench:
+    def __init__(self, args, work):
+        self.args = args
+        self.work = work
+        self.table = work / "deals"
+        target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+        self.bin = target / args.profile
+        self.module = target / "guests" / "components" / "gold-deals.wasm"
+        self.run_id = f"{os.getpid()}-{int(time.time())}"
+
+    def topic(self, contestant, attempt):
+        return f"bench-{contestant}-{self.run_id}-{attempt}"
+
+    def sluice_config(self, topic, delivery, follow=False):
+        config = self.work / f"{topic}.toml"
+        config.write_text(
+            f"""[pipeline]
+name = "{topic}"
+[source]
+table = "{self.table}"
+poll_interval = "{'50ms' if follow else '1s'}"
+[transform]
+module = "{self.module}"
+[sink]
+topic = "{topic}"
+delivery = "{delivery}"
+change_headers = {'true' if follow else 'false'}
+[sink.kafka]
+"bootstrap.servers" = "{self.args.bootstrap}"
+"""
+        )
+        return config
+
+    def create_topic(self, topic):
+        # One partition, as the pipelines' default topics; Spark and the raw producer
+        # write to the same kind of topic.
+        subprocess.run([self.bin / "e2e", "topic", topic, self.args.bootstrap], check=True, capture_output=True)
+
+    def contestant(self, name, attempt):
+        """Runs one contestant once; returns its figures."""
+        topic = self.topic(name, attempt)
+        self.create_topic(topic)
+        if name in ("sluice-eos", "sluice-alo"):
+            delivery = "exactly-once" if name == "sluice-eos" else "at-least-once"
+            config = self.sluice_config(topic, delivery)
+            _, wall, cpu, rss = run_measured([self.bin / "sluice", "run", "--config", config, "--stop-at-latest"])
+            seconds = wall
+        elif name == "native":
+            out, wall, cpu, rss = run_measured([self.bin / "e2e", "native", self.table, topic, self.args.bootstrap])
+            seconds = wall
+        elif name == "raw":
+            out, wall, cpu, rss = run_measured([self.bin / "e2e", "raw", self.table, topic, self.args.bootstrap])
+            # Producing only: the records were computed before the clock started.
+            seconds = last_json(out)["seconds"]
+        else:
+            env = dict(os.environ, SLUICE_SPARK_IVY=str(Path(self.args.cache) / "spark-ivy"), PYSPARK_PYTHON=self.args.spark_python)
+            checkpoint = self.work / f"checkpoint-{topic}"
+            _, wall, cpu, rss = run_measured(
+                [self.args.spark_python, ROOT / "bench/e2e/spark_job.py", self.table, topic, self.args.bootstrap, checkpoint],
+                env=env,
+            )
+            seconds = wall
+        digest = last_json(subprocess.run([self.bin / "e2e", "digest", topic, self.args.bootstrap], check=True, capture_output=True, text=True).stdout)
+        return {"seconds": seconds, "cpu": cpu, "rss": rss, "count": digest["count"], "sha256": digest["sha256"]}
+
+    def latency(self):
+        """Sluice in follow mode: milliseconds from a Delta commit to a read_committed
+        consumer seeing its record, over `--commits` small commits."""
+        topic = self.topic("latency", 0)
+        self.create_topic(topic)
+        follow_table = self.work / "follow"
+        subprocess.run([sys.executable, ROOT / "scripts/deals_table.py", follow_table, "create", "--rows", "1"], check=True, capture_output=True)
+        original, self.table = self.table, follow_table
+        config = self.sluice_config(topic, "exactly-once", follow=True)
+        self.table = original
+        sluice = subprocess.Popen([self.bin / "sluice", "run", "--config", config], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            consumer = subprocess.Popen([self.bin / "e2e", "latency", topic, self.args.bootstrap, str(self.args.commits)], stdout=subprocess.PIPE, text=True)
+            assert json.loads(consumer.stdout.readline())["ready"]
+            time.sleep(3)  # the pipeline has delivered version 0 and is following
+            writer = [sys.executable, ROOT / "scripts/deals_table.py", follow_table, "append", "--rows", "1"]
+            for i in range(self.args.commits):
+                subprocess.run(writer + ["--start", str(10 + i)], check=True, capture_output=True)
+                time.sleep(0.3)
+            result = json.loads(consumer.stdout.readline())
+            consumer.wait()
+        finally:
+            sluice.terminate()
+            sluice.wait()
+        millis = sorted(result["latency_ms"])
+        return {"p50": percentile(millis, 50), "p99": percentile(millis, 99), "n": len(millis)}
+
+
+def percentile(sorted_values, p):
+    index = min(len(sorted_values) - 1, max(0, round(p / 100 * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        memory = int(Path("/proc/meminfo").read_text().split()[1]) / 1024 / 1024
+    except OSError:
+        memory = 0
+    return f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB memory, {platform.system()} {platform.release()}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000, help="deals appended in version 0 (default 1000000)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per contestant; figures are medians (default 3)")
+    parser.add_argument("--commits", type=int, default=30, help="commits timed in follow mode (default 30)")
+    parser.add_argument("--contestants", default=",".join(CONTESTANTS), help="comma-separated subset")
+    parser.add_argument("--bootstrap", default="127.0.0.1:19092")
+    parser.add_argument("--profile", default="release", help="cargo profile of the binaries (release or debug)")
+    parser.add_argument("--out", default=str(ROOT / "docs/benchmarks"), help="where README.md and e2e.png go")
+    parser.add_argument("--spark-python", default="", help="python of the Spark venv (bench/e2e.sh sets it)")
+    parser.add_argument("--cache", default=os.path.expanduser("~/.cache/sluice"))
+    args = parser.parse_args()
+    contestants = [c for c in args.contestants.split(",") if c]
+    for c in contestants:
+        if c not in CONTESTANTS:
+            sys.exit(f"unknown contestant {c}; choose from {', '.join(CONTESTANTS)}")
+
+    with tempfile.TemporaryDirectory(prefix="sluice-bench-") as work:
+        bench = Bench(args, Path(work))
+        deals = [sys.executable, ROOT / "scripts/deals_table.py", bench.table]
+        subprocess.run(deals + ["bulk", "--rows", str(args.rows)], check=True, capture_output=True)
+        subprocess.run(deals + ["churn", "--rows", str(args.rows)], check=True, capture_output=True)
+        results = {}
+        for name in contestants:
+            runs = []
+            for attempt in range(args.runs):
+                figures = bench.contestant(name, attempt)
+                print(f"{name} run {attempt + 1}: {figures['seconds']:.2f} s, {figures['count']} records, sha256 {figures['sha256'][:16]}", file=sys.stderr)
+                runs.append(figures)
+            results[name] = runs
+        # The same records from everyone, or the figures mean nothing.
+        digests = {name: {(r["count"], r["sha256"]) for r in runs} for name, runs in results.items()}
+        if len({d for ds in digests.values() for d in ds}) != 1:
+            sys.exit("CONTESTANTS DELIVERED DIFFERENT RECORDS:\n" + json.dumps({n: sorted(d) for n, d in digests.items()}, indent=1))
+        latency = bench.latency() if any(c.startswith("sluice") for c in contestants) else None
+        report = render(args, results, latency)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "README.md").write_text(report)
+        chart(results, out / "e2e.png")
+        print(report)
+
+
+def render(args, results, latency):
+    records = next(iter(results.values()))[0]["count"]
+    rows = []
+
+    def med(runs, key):
+        values = [r[key] for r in runs]
+        return statistics.median(values), min(values), max(values)
+
+    speed = {name: records / med(runs, "seconds")[0] for name, runs in results.items()}
+    lines = [
+        "# End-to-end benchmark",
+        "",
+        f"The deals table of the motivating case: {args.rows:,} deals appended in version 0, then an update (5% of deals), a delete (2%) and a merge (3% changed, 1% new). Every contestant delivers the same {records:,} records (keys and values checked by count and SHA-256) to one local Kafka broker. Figures are the median of {args.runs} runs, with min and max.",
+        "",
+        f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs}`.",
+        "",
+        "| contestant | records/s | seconds (min-max) | CPU s | peak RSS MiB | vs Spark | vs raw |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, runs in results.items():
+        seconds, low, high = med(runs, "seconds")
+        cpu = med(runs, "cpu")[0]
+        rss = med(runs, "rss")[0]
+        vs = lambda other: f"{speed[name] / speed[other]:.2f}x" if other in speed else "-"  # noqa: E731
+        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {cpu:.1f} | {rss:.0f} | {vs('spark')} | {vs('raw')} |")
+    lines += [
+        "",
+        "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included.",
+        "- `native`: Sluice's source and sink with the same gold-deals code compiled into the host (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
+        "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
+        "- `spark`: pyspark with delta-spark and spark-sql-kafka, `readChangeFeed` from version 0, the same shaping, Spark's Kafka sink (at-least-once), `local[2]`, `availableNow`; wall time of the job, JVM start-up included.",
+    ]
+    if latency:
+        lines += [
+            "",
+            f"Sluice in follow mode (exactly-once, `poll_interval = \"50ms\"`): from a Delta commit to a read_committed consumer seeing its record, over {latency['n']} one-row commits: **p50 {latency['p50']:.0f} ms, p99 {latency['p99']:.0f} ms**.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def chart(results, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed; no chart", file=sys.stderr)
+        return
+    records = next(iter(results.values()))[0]["count"]
+    names = list(results)
+    speeds = [records / statistics.median(r["seconds"] for r in results[n]) for n in names]
+    figure, axis = plt.subplots(figsize=(7, 3.5))
+    axis.barh(names, speeds, color=["#2b6cb0" if n.startswith("sluice") else "#a0aec0" for n in names])
+    axis.invert_yaxis()
+    axis.set_xlabel("records per second (median)")
+    axis.set_title("Delta change feed to Kafka, gold-deals")
+    for i, v in enumerate(speeds):
+        axis.text(v, i, f" {v:,.0f}", va="center")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()

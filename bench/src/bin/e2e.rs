@@ -1,0 +1,301 @@
+//! The Rust contestants and tools of the end-to-end benchmark (`bench/e2e.sh`):
+//!
+//! - `native TABLE TOPIC BOOTSTRAP`: Sluice's source and sink with the gold-deals code
+//!   compiled into the host instead of run as a Wasm module (exactly-once, commits every
+//!   100,000 change rows or second, as `sluice run`): the Wasm overhead's baseline;
+//! - `raw TABLE TOPIC BOOTSTRAP`: gold-deals' records computed first, then produced with
+//!   rdkafka alone (the sink's producer settings, transactions of 100,000 records); the
+//!   timing printed covers producing only: the limit of the broker and client;
+//! - `digest TOPIC BOOTSTRAP`: a topic's committed records as a count and a SHA-256 of
+//!   their sorted `key<TAB>value` lines (order-free, so contestants that partition
+//!   differently compare);
+//! - `latency TOPIC BOOTSTRAP COUNT`: waits for COUNT new records and prints, for each,
+//!   the milliseconds from its Delta commit (header `sluice.commit_timestamp`) to when a
+//!   read_committed consumer saw it.
+//!
+//! - `topic TOPIC BOOTSTRAP`: creates a one-partition topic.
+//!
+//! Each prints one JSON line on stdout.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+use sha2::{Digest as _, Sha256};
+use sluice_sink::{Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, SourcePosition};
+use sluice_source::{ChangeFeed, Position, SourceOptions};
+use sluice_transform::{Batch, Output, Params, Record, Transform};
+
+/// Change rows (native) or records (raw) per transaction, as `sluice run`'s default.
+const COMMIT_EVERY: u64 = 100_000;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| {
+        args.get(i)
+            .map(String::as_str)
+            .context("missing argument; see the file's doc comment")
+    };
+    match arg(0)? {
+        "native" => native(arg(1)?, arg(2)?, arg(3)?).await,
+        "raw" => raw(arg(1)?, arg(2)?, arg(3)?),
+        "digest" => digest(arg(1)?, arg(2)?),
+        "latency" => latency(arg(1)?, arg(2)?, arg(3)?.parse()?),
+        "topic" => topic(arg(1)?, arg(2)?).await,
+        other => bail!("unknown command {other}: native, raw, digest or latency"),
+    }
+}
+
+/// Runs gold-deals natively over every batch of the table's change feed.
+fn gold_records(
+    table: &str,
+    mut each: impl FnMut(&sluice_source::ChangeBatch, Vec<Record>) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
+    let feed = ChangeFeed::open(table, SourceOptions::default())?;
+    let latest = feed.latest_version()?;
+    let mut transform =
+        gold_deals::GoldDeals::init(&Params::default()).map_err(anyhow::Error::msg)?;
+    let mut rows = 0;
+    for batch in feed.read(Position::at_version(0), latest)? {
+        let batch = batch?;
+        let mut out = Output::default();
+        transform
+            .transform(&Batch::from_arrow(batch.batch.clone()), &mut out)
+            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        rows += batch.batch.num_rows() as u64;
+        each(&batch, out.records())?;
+    }
+    Ok(rows)
+}
+
+async fn native(table: &str, topic: &str, bootstrap: &str) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let name = format!("bench-native-{topic}");
+    let mut sink = KafkaSink::connect(SinkConfig {
+        pipeline: name.clone(),
+        properties: BTreeMap::from([("bootstrap.servers".to_string(), bootstrap.to_string())]),
+        topic: topic.to_string(),
+        position_topic: format!("sluice-position-{name}"),
+        delivery: Delivery::ExactlyOnce,
+        connect_timeout: Duration::from_secs(30),
+        transaction_timeout: Duration::from_secs(60),
+    })
+    .await?;
+    // Read and transform a few batches ahead on a thread, as the pipeline reads ahead.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Vec<SinkRecord>, Position, u64)>(4);
+    let source = table.to_string();
+    let reader = tokio::task::spawn_blocking(move || {
+        gold_records(&source, |batch, records| {
+            let first = batch.end.row_offset - batch.batch.num_rows() as u64;
+            let records = records
+                .into_iter()
+                .map(|r| SinkRecord {
+                    topic: r.topic,
+                    partition: r.partition,
+                    key: r.key,
+                    value: r.value,
+                    headers: r.headers,
+                    origin: Some(RecordOrigin {
+                        version: batch.end.version,
+                        row: first + u64::from(r.source_row),
+                    }),
+                })
+                .collect();
+            tx.blocking_send((records, batch.end, batch.batch.num_rows() as u64))
+                .map_err(|_| anyhow::anyhow!("the producer side stopped"))
+        })
+    });
+    let (mut uncommitted, mut since, mut last) = (0u64, Instant::now(), None);
+    while let Some((records, end, rows_in_batch)) = rx.recv().await {
+        sink.send(records).await?;
+        uncommitted += rows_in_batch;
+        if uncommitted >= COMMIT_EVERY || since.elapsed() >= Duration::from_secs(1) {
+            sink.commit(&position(table, end)).await?;
+            (uncommitted, since) = (0, Instant::now());
+        }
+        last = Some(end);
+    }
+    let rows = reader.await??;
+    if let Some(end) = last {
+        sink.commit(&position(table, end)).await?;
+    }
+    println!(
+        "{}",
+        serde_json::json!({ "rows": rows, "seconds": started.elapsed().as_secs_f64() })
+    );
+    Ok(())
+}
+
+fn position(table: &str, end: Position) -> SourcePosition {
+    SourcePosition {
+        table: table.to_string(),
+        version: end.version,
+        row_offset: end.row_offset,
+        module_digest: "native".to_string(),
+        snapshot: false,
+    }
+}
+
+fn raw(table: &str, topic: &str, bootstrap: &str) -> anyhow::Result<()> {
+    let mut records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = Vec::new();
+    let rows = gold_records(table, |_, batch| {
+        records.extend(batch.into_iter().map(|r| (r.key, r.value)));
+        Ok(())
+    })?;
+    let mut config = ClientConfig::new();
+    for (name, value) in sluice_sink::DEFAULT_PROPERTIES {
+        config.set(*name, *value);
+    }
+    let producer: ThreadedProducer<DefaultProducerContext> = config
+        .set("bootstrap.servers", bootstrap)
+        .set("transactional.id", format!("bench-raw-{topic}"))
+        .create()?;
+    producer.init_transactions(Duration::from_secs(30))?;
+    let started = Instant::now();
+    for chunk in records.chunks(COMMIT_EVERY as usize) {
+        producer.begin_transaction()?;
+        for (key, value) in chunk {
+            let mut record = BaseRecord::<[u8], [u8]>::to(topic);
+            if let Some(key) = key {
+                record = record.key(key.as_slice());
+            }
+            if let Some(value) = value {
+                record = record.payload(value.as_slice());
+            }
+            let mut pending = record;
+            loop {
+                match producer.send(pending) {
+                    Ok(()) => break,
+                    Err((
+                        KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
+                        back,
+                    )) => {
+                        std::thread::sleep(Duration::from_millis(1));
+                        pending = back;
+                    }
+                    Err((e, _)) => return Err(e.into()),
+                }
+            }
+        }
+        producer.commit_transaction(Duration::from_secs(60))?;
+    }
+    println!(
+        "{}",
+        serde_json::json!({ "rows": rows, "records": records.len(), "seconds": started.elapsed().as_secs_f64() })
+    );
+    Ok(())
+}
+
+async fn topic(topic: &str, bootstrap: &str) -> anyhow::Result<()> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let results = admin
+        .create_topics(
+            [&NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        )
+        .await?;
+    for result in results {
+        if let Err((name, code)) = result {
+            bail!("creating topic {name} failed: {code}");
+        }
+    }
+    println!("{}", serde_json::json!({ "topic": topic }));
+    Ok(())
+}
+
+fn consumer(bootstrap: &str, topic: &str, from: Offset) -> anyhow::Result<BaseConsumer> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("bench-reader-{topic}"))
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
+        .create()?;
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    let partitions = metadata
+        .topics()
+        .first()
+        .map_or(0, |t| t.partitions().len() as i32);
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..partitions.max(1) {
+        assignment.add_partition_offset(topic, partition, from)?;
+    }
+    consumer.assign(&assignment)?;
+    Ok(consumer)
+}
+
+fn digest(topic: &str, bootstrap: &str) -> anyhow::Result<()> {
+    let consumer = consumer(bootstrap, topic, Offset::Beginning)?;
+    let partitions = consumer.assignment()?.count();
+    let mut ended = 0;
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while ended < partitions {
+        if Instant::now() > deadline {
+            bail!("{topic} was not read to its end in time");
+        }
+        match consumer.poll(Duration::from_millis(500)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(_))) => ended += 1,
+            Some(Err(e)) => return Err(e.into()),
+            Some(Ok(message)) => {
+                let mut line = message.key().unwrap_or_default().to_vec();
+                line.push(b'\t');
+                line.extend_from_slice(message.payload().unwrap_or(b"<tombstone>"));
+                lines.push(line);
+            }
+        }
+    }
+    lines.sort_unstable();
+    let mut hash = Sha256::new();
+    for line in &lines {
+        hash.update(line);
+        hash.update(b"\n");
+    }
+    let hex: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    println!(
+        "{}",
+        serde_json::json!({ "count": lines.len(), "sha256": hex })
+    );
+    Ok(())
+}
+
+fn latency(topic: &str, bootstrap: &str, count: usize) -> anyhow::Result<()> {
+    let consumer = consumer(bootstrap, topic, Offset::End)?;
+    // Ready before the first commit is written.
+    println!("{}", serde_json::json!({ "ready": true }));
+    let mut millis = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while millis.len() < count {
+        if Instant::now() > deadline {
+            bail!("only {} of {count} records arrived", millis.len());
+        }
+        let Some(message) = consumer.poll(Duration::from_millis(50)) else {
+            continue;
+        };
+        let message = match message {
+            Ok(message) => message,
+            Err(KafkaError::PartitionEOF(_)) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let seen = SystemTime::now().duration_since(UNIX_EPOCH)?.as_micros() as f64;
+        let committed = message
+            .headers()
+            .and_then(|h| h.iter().find(|h| h.key == "sluice.commit_timestamp"))
+            .and_then(|h| std::str::from_utf8(h.value?).ok()?.parse::<f64>().ok())
+            .context("records need the sluice.commit_timestamp header (change_headers = true)")?;
+        millis.push((seen - committed) / 1000.0);
+    }
+    println!("{}", serde_json::json!({ "latency_ms": millis }));
+    Ok(())
+}

@@ -1,0 +1,42 @@
+//! A small run of the end-to-end benchmark harness (`bench/e2e/run.py`), without Spark,
+//! so the harness keeps working: every contestant must deliver the same records. No
+//! figure is asserted.
+
+use std::process::Command;
+
+use sluice_tests::{kafka_bootstrap, repo_root, transform_component};
+
+#[test]
+fn the_benchmark_harness_runs_and_its_contestants_agree() {
+    // The harness uses the module where the build puts it.
+    transform_component("gold-deals");
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new("python3")
+        .arg(repo_root().join("bench/e2e/run.py"))
+        .args([
+            "--rows",
+            "3000",
+            "--runs",
+            "1",
+            "--commits",
+            "3",
+            "--profile",
+            "debug",
+        ])
+        .args(["--contestants", "sluice-eos,sluice-alo,native,raw"])
+        .args(["--bootstrap", &kafka_bootstrap()])
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "the harness failed:\n{stderr}");
+    let report = std::fs::read_to_string(out.path().join("README.md")).unwrap();
+    for contestant in ["sluice-eos", "sluice-alo", "native", "raw"] {
+        assert!(report.contains(&format!("| {contestant} |")), "{report}");
+    }
+    assert!(
+        report.contains("p50"),
+        "the follow-mode latency is reported: {report}"
+    );
+}
