@@ -144,9 +144,9 @@ fn position(table: &str, end: Position) -> SourcePosition {
 }
 
 fn raw(table: &str, topic: &str, bootstrap: &str) -> anyhow::Result<()> {
-    let mut records: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
     let rows = gold_records(table, |_, batch| {
-        records.extend(batch.into_iter().map(|r| (r.key, r.value)));
+        records.extend(batch);
         Ok(())
     })?;
     let mut config = ClientConfig::new();
@@ -161,7 +161,7 @@ fn raw(table: &str, topic: &str, bootstrap: &str) -> anyhow::Result<()> {
     let started = Instant::now();
     for chunk in records.chunks(COMMIT_EVERY as usize) {
         producer.begin_transaction()?;
-        for (key, value) in chunk {
+        for Record { key, value, .. } in chunk {
             let mut record = BaseRecord::<[u8], [u8]>::to(topic);
             if let Some(key) = key {
                 record = record.key(key.as_slice());
