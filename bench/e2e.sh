@@ -15,7 +15,7 @@ cd "$root"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/target}
 
 profile=release
-contestants=sluice-eos,sluice-alo,native,raw,spark
+contestants=sluice-eos,sluice-alo,sluice-python,native,raw,spark
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[$i]}" in
@@ -29,6 +29,11 @@ cargo build --locked "${cargo_profile[@]}" -p sluice -p sluice-bench --bin sluic
 # The gold-deals module, built as `sluice build` builds it.
 "$CARGO_TARGET_DIR/$profile/sluice" build transforms/gold-deals \
   --out-dir "$CARGO_TARGET_DIR/guests/components" --target-dir "$CARGO_TARGET_DIR/guests" >&2
+
+if [[ ",$contestants," == *",sluice-python,"* ]]; then
+  componentize-py -d wit/transform.wit -w transform componentize app -p transforms/gold-deals-python \
+    -o "$CARGO_TARGET_DIR/guests/components/gold-deals-python.wasm" >/dev/null
+fi
 
 spark_python=""
 if [[ ",$contestants," == *",spark,"* ]]; then

@@ -5,6 +5,7 @@ each contestant, with the same records checked; prints and writes a Markdown tab
 Contestants:
   sluice-eos     sluice run, exactly-once, the Rust gold-deals module
   sluice-alo     sluice run, at-least-once, the same module
+  sluice-python  sluice run, exactly-once, gold-deals in Python (componentize-py)
   native         Sluice's source and sink with gold-deals compiled into the host
   raw            gold-deals' records precomputed, then produced by rdkafka alone
   spark          Spark Structured Streaming: readChangeFeed, the same shaping,
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-alo", "native", "raw", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-alo", "sluice-python", "native", "raw", "spark"]
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -115,7 +116,7 @@ class Bench:
     def topic(self, contestant, attempt):
         return f"bench-{contestant}-{self.run_id}-{attempt}"
 
-    def sluice_config(self, topic, delivery, follow=False):
+    def sluice_config(self, topic, delivery, follow=False, module=None):
         config = self.work / f"{topic}.toml"
         config.write_text(
             f"""[pipeline]
@@ -124,7 +125,7 @@ name = "{topic}"
 table = "{self.table}"
 poll_interval = "{'50ms' if follow else '1s'}"
 [transform]
-module = "{self.module}"
+module = "{module or self.module}"
 [sink]
 topic = "{topic}"
 delivery = "{delivery}"
@@ -144,9 +145,10 @@ change_headers = {'true' if follow else 'false'}
         """Runs one contestant once; returns its figures."""
         topic = self.topic(name, attempt)
         self.create_topic(topic)
-        if name in ("sluice-eos", "sluice-alo"):
-            delivery = "exactly-once" if name == "sluice-eos" else "at-least-once"
-            config = self.sluice_config(topic, delivery)
+        if name.startswith("sluice-"):
+            delivery = "at-least-once" if name == "sluice-alo" else "exactly-once"
+            module = self.module.with_name("gold-deals-python.wasm") if name == "sluice-python" else None
+            config = self.sluice_config(topic, delivery, module=module)
             _, wall, cpu, rss = run_measured([self.bin / "sluice", "run", "--config", config, "--stop-at-latest"])
             seconds = wall
         elif name == "native":
@@ -284,6 +286,7 @@ def render(args, results, latency):
     lines += [
         "",
         "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included.",
+        "- `sluice-python`: the same with `gold-deals-python`, the transform in Python on the host's helpers (componentize-py).",
         "- `native`: Sluice's source and sink with the same gold-deals code compiled into the host (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
         "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
         "- `spark`: pyspark with delta-spark and spark-sql-kafka, `readChangeFeed` from version 0, the same shaping, Spark's Kafka sink (at-least-once), `local[2]`, `availableNow`; wall time of the job, JVM start-up included.",
