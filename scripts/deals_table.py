@@ -131,14 +131,7 @@ def churn(table: str, rows: int) -> None:
     ends = lambda *suffixes: " OR ".join(f"documentId LIKE '%{s}'" for s in suffixes)  # noqa: E731
     DeltaTable(table).update(
         predicate=ends("00", "20", "40", "60", "80"),
-        updates={
-            "fullDocument": "named_struct("
-            "'owner_id', fullDocument['owner_id'], 'owner_type', fullDocument['owner_type'], "
-            "'account_id', fullDocument['account_id'], "
-            "'manager_account_id', fullDocument['manager_account_id'], "
-            "'hubspot_deal_id', fullDocument['hubspot_deal_id'], "
-            "'stage', 'closedwon', 'status', 'won', 'title', fullDocument['title'])",
-        },
+        updates={"fullDocument": WON},
     )
     DeltaTable(table).delete(ends("13", "37"))
     changed = [i for i in range(rows) if i % 100 in (71, 72, 73)]
@@ -160,17 +153,23 @@ def big(table: str, start: int, title_bytes: int) -> None:
     write_deltalake(table, pa.Table.from_pylist([row], schema=SCHEMA), mode="append")
 
 
+# The deal's document with stage `closedwon` and status `won`, as an update expression.
+WON = (
+    "named_struct("
+    "'owner_id', fullDocument['owner_id'], 'owner_type', fullDocument['owner_type'], "
+    "'account_id', fullDocument['account_id'], "
+    "'manager_account_id', fullDocument['manager_account_id'], "
+    "'hubspot_deal_id', fullDocument['hubspot_deal_id'], "
+    "'stage', 'closedwon', 'status', 'won', 'title', fullDocument['title'])"
+)
+
+
 def update(table: str) -> None:
     DeltaTable(table).update(
         predicate="documentId IN ('deal-0003', 'deal-0007')",
         updates={
             "eventTimestamp": "arrow_cast('2024-02-01T09:00:00Z', 'Timestamp(Microsecond, Some(\"UTC\"))')",
-            "fullDocument": "named_struct("
-            "'owner_id', fullDocument['owner_id'], 'owner_type', fullDocument['owner_type'], "
-            "'account_id', fullDocument['account_id'], "
-            "'manager_account_id', fullDocument['manager_account_id'], "
-            "'hubspot_deal_id', fullDocument['hubspot_deal_id'], "
-            "'stage', 'closedwon', 'status', 'won', 'title', fullDocument['title'])",
+            "fullDocument": WON,
         },
     )
 
