@@ -273,16 +273,16 @@ fn default_connect_timeout() -> Duration {
     Duration::from_secs(30)
 }
 
-/// Resolves `${env:NAME}` and `${file:PATH}` in a Kafka property, so secrets such as
-/// `sasl.password` stay out of the config file. Other values are kept as given.
-fn resolve_reference(property: &str, value: &str, base: &Path) -> Result<String, String> {
+/// Resolves a `${env:NAME}` or `${file:PATH}` reference (a file relative to `base`,
+/// its trailing newline dropped), so secrets stay out of config files. Other values are
+/// kept as given.
+pub fn resolve_reference(value: &str, base: &Path) -> Result<String, String> {
     let Some(reference) = value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) else {
         return Ok(value.to_string());
     };
     if let Some(variable) = reference.strip_prefix("env:") {
-        return std::env::var(variable).map_err(|_| {
-            format!("[sink.kafka] `{property}` refers to environment variable {variable}, which is not set")
-        });
+        return std::env::var(variable)
+            .map_err(|_| format!("refers to environment variable {variable}, which is not set"));
     }
     if let Some(path) = reference.strip_prefix("file:") {
         let path = base.join(path);
@@ -290,13 +290,13 @@ fn resolve_reference(property: &str, value: &str, base: &Path) -> Result<String,
             .map(|text| text.trim_end_matches(['\n', '\r']).to_string())
             .map_err(|e| {
                 format!(
-                    "[sink.kafka] `{property}` refers to file {}, which cannot be read: {e}",
+                    "refers to file {}, which cannot be read: {e}",
                     path.display()
                 )
             });
     }
     Err(format!(
-        "[sink.kafka] `{property}` has an unknown reference `{value}`; use ${{env:NAME}} or ${{file:PATH}}"
+        "has an unknown reference `{value}`; use ${{env:NAME}} or ${{file:PATH}}"
     ))
 }
 
@@ -419,7 +419,8 @@ impl PipelineConfig {
         };
         for (name, value) in config.sink.kafka.iter_mut() {
             if let ScalarValue::Text(text) = value {
-                *text = resolve_reference(name, text, base)?;
+                *text = resolve_reference(text, base)
+                    .map_err(|e| format!("[sink.kafka] `{name}` {e}"))?;
             }
         }
         if !config.source.table.contains("://") {

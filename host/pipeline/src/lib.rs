@@ -16,6 +16,7 @@ mod stage;
 pub use check::{Finding, check};
 pub use config::{
     ConfigError, DeliveryMode, ErrorPolicy, PipelineConfig, ScalarValue, StartingVersion,
+    resolve_reference,
 };
 pub use error::PipelineError;
 pub use metrics::{BATCH_SECONDS_BUCKETS, MetricsSnapshot, PipelineMetrics};
@@ -24,6 +25,6 @@ pub use run::{
     RunControls, RunMode, RunSummary, StartFrom, SwapReport, SwapRequest, run, run_controlled,
     sink_config,
 };
-pub use sluice_sink::{KafkaSink, SourcePosition, load_position};
+pub use sluice_sink::{KafkaSink, SourcePosition, is_secret_property, load_position};
 pub use sluice_source::Position;
 pub use stage::instance_limits;

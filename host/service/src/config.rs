@@ -165,32 +165,12 @@ impl ServeConfig {
             }
             tenant.token_file = base.join(&tenant.token_file);
             for (property, value) in &mut tenant.kafka {
-                *value = resolve(value, base)
-                    .map_err(|e| invalid(format!("[tenants.{name}.kafka] `{property}`: {e}")))?;
+                *value = sluice_pipeline::resolve_reference(value, base)
+                    .map_err(|e| invalid(format!("[tenants.{name}.kafka] `{property}` {e}")))?;
             }
         }
         Ok(config)
     }
-}
-
-/// Resolves a `${env:NAME}` or `${file:PATH}` reference; other values are kept.
-fn resolve(value: &str, base: &Path) -> Result<String, String> {
-    let Some(reference) = value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) else {
-        return Ok(value.to_string());
-    };
-    if let Some(variable) = reference.strip_prefix("env:") {
-        return std::env::var(variable)
-            .map_err(|_| format!("environment variable {variable} is not set"));
-    }
-    if let Some(file) = reference.strip_prefix("file:") {
-        let path = base.join(file);
-        return std::fs::read_to_string(&path)
-            .map(|t| t.trim_end_matches(['\n', '\r']).to_string())
-            .map_err(|e| format!("file {} cannot be read: {e}", path.display()));
-    }
-    Err(format!(
-        "unknown reference `{value}`; use ${{env:NAME}} or ${{file:PATH}}"
-    ))
 }
 
 #[cfg(test)]

@@ -38,17 +38,6 @@ const RATE_SAMPLES: usize = 10;
 /// How often rates are sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
-/// Kafka properties that hold secrets: never returned by the API.
-fn is_secret_property(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    name.contains("password")
-        || name.contains("secret")
-        || name.contains("jaas")
-        || name.contains("oauthbearer.config")
-        || name.ends_with(".key")
-        || name.ends_with("key.pem")
-}
-
 /// librdkafka properties that name files or programs on the host: a tenant could read
 /// the host's keys or load code with them, so only the operator may set them.
 fn reaches_host_files(name: &str) -> bool {
@@ -1186,7 +1175,7 @@ fn redacted(text: &str) -> String {
         .and_then(toml::Value::as_table_mut)
     {
         for (name, value) in kafka.iter_mut() {
-            if is_secret_property(name) {
+            if sluice_pipeline::is_secret_property(name) {
                 *value = "<redacted>".into();
             }
         }

@@ -25,4 +25,4 @@ pub use position::SourcePosition;
 pub use producer::{
     Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, check_topics, load_position,
 };
-pub use properties::DEFAULTS as DEFAULT_PROPERTIES;
+pub use properties::{DEFAULTS as DEFAULT_PROPERTIES, is_secret_property};

@@ -12,14 +12,18 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("compression.type", "lz4"),
 ];
 
-/// Property names whose values are secrets and never appear in messages.
-const SECRET_PROPERTIES: &[&str] = &[
-    "sasl.password",
-    "sasl.jaas.config",
-    "sasl.oauthbearer.client.secret",
-    "ssl.key.password",
-    "ssl.keystore.password",
-];
+/// Whether a property's value is a secret: it never appears in messages, logs or the
+/// service's API (`sasl.password`, `sasl.jaas.config`, `ssl.key.password`,
+/// `sasl.oauthbearer.client.secret`, ...).
+pub fn is_secret_property(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name.contains("password")
+        || name.contains("secret")
+        || name.contains("jaas")
+        || name.contains("oauthbearer.config")
+        || name.ends_with(".key")
+        || name.ends_with("key.pem")
+}
 
 /// The properties librdkafka gets for the configured ones: a Java-style
 /// `sasl.jaas.config` (what Spark and Kafka Connect users have) becomes `sasl.username`,
@@ -155,10 +159,10 @@ impl JaasLogin {
 
 /// Removes secret property values from a message.
 pub fn redact(message: &str, properties: &BTreeMap<String, String>) -> String {
-    SECRET_PROPERTIES
+    properties
         .iter()
-        .filter_map(|name| properties.get(*name))
-        .filter(|secret| !secret.is_empty())
+        .filter(|(name, secret)| is_secret_property(name) && !secret.is_empty())
+        .map(|(_, secret)| secret)
         .fold(message.to_string(), |text, secret| {
             text.replace(secret.as_str(), "***")
         })
