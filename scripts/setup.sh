@@ -5,7 +5,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-apt_packages=(cmake g++ make pkg-config libssl-dev zlib1g-dev libsasl2-dev libcurl4-openssl-dev openssl python3 python3-pip openjdk-17-jre-headless maven kcat)
+apt_packages=(cmake g++ make pkg-config libssl-dev zlib1g-dev libsasl2-dev libcurl4-openssl-dev openssl python3 python3-pip python3-venv openjdk-17-jre-headless maven kcat
+  # C transforms: clang, its wasm32 runtime and wasi-libc.
+  clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32
+  # JavaScript transforms: sluice build installs componentize-js with npm.
+  nodejs npm)
 missing=()
 for package in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -18,10 +22,18 @@ if command -v java >/dev/null && command -v mvn >/dev/null; then
   done
   missing=("${filtered[@]}")
 fi
+# A Node.js installed outside Debian's packages counts as present.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  filtered=()
+  for package in "${missing[@]}"; do
+    case "$package" in nodejs | npm) ;; *) filtered+=("$package") ;; esac
+  done
+  missing=("${filtered[@]}")
+fi
 if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
   filtered=()
   for package in "${missing[@]}"; do
-    case "$package" in python3 | python3-pip) ;; *) filtered+=("$package") ;; esac
+    case "$package" in python3 | python3-pip | python3-venv) ;; *) filtered+=("$package") ;; esac
   done
   missing=("${filtered[@]}")
 fi

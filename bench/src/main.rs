@@ -9,8 +9,10 @@
 //! - `guest typed`: the same component reading the contract's typed columns;
 //! - `guest helpers`: `gold-deals-helpers`, which only describes the work and lets the
 //!   host select and encode natively;
-//! - `python helpers`: `gold-deals-python`, the same description from CPython
-//!   (componentize-py), when `componentize-py` is installed.
+//! - `python helpers`, `js helpers`, `c helpers`: gold-deals in Python
+//!   (componentize-py), JavaScript (componentize-js) and C (clang), the same
+//!   description through each language's SDK; skipped when the toolchain cannot be
+//!   installed.
 //!
 //! Each guest timing covers everything a pipeline pays per batch: the host's
 //! conversion, the call, the guest's decoding and work, and unpacking the records.
@@ -39,18 +41,11 @@ fn main() -> anyhow::Result<()> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root.join("target"), PathBuf::from)
         .join("guests");
-    let build = |name: &str| {
-        sluice_build::build_rust_transform(
-            &root.join("transforms").join(name),
-            &sluice_build::BuildOptions {
-                target_dir: target.clone(),
-                out_dir: target.join("components"),
-            },
-        )
-    };
+    let options = sluice_build::BuildOptions::new(target.clone(), target.join("components"));
+    let build =
+        |name: &str| sluice_build::build_transform(&root.join("transforms").join(name), &options);
     let gold = build("gold-deals")?;
     let helpers = build("gold-deals-helpers")?;
-    let python = build_python(root, &target.join("components"));
 
     println!("gold-deals on {rows}-row batches, best of {iterations} (2 cores, this machine)");
     println!(
@@ -75,9 +70,15 @@ fn main() -> anyhow::Result<()> {
         ("guest typed", gold, typed),
         ("guest helpers", helpers, vec![]),
     ];
-    match python {
-        Some(module) => paths.push(("python helpers", module, vec![])),
-        None => println!("(python helpers skipped: componentize-py is not installed)"),
+    for (path, name) in [
+        ("python helpers", "gold-deals-python"),
+        ("js helpers", "gold-deals-js"),
+        ("c helpers", "gold-deals-c"),
+    ] {
+        match build(name) {
+            Ok(module) => paths.push((path, module, vec![])),
+            Err(e) => println!("({path} skipped: {e})"),
+        }
     }
     for (path, module, params) in &paths {
         let module = engine.load(module)?;
@@ -88,22 +89,6 @@ fn main() -> anyhow::Result<()> {
         report(path, rows, timing, native.0);
     }
     Ok(())
-}
-
-/// Builds `transforms/gold-deals-python` with componentize-py, if it is installed.
-fn build_python(root: &Path, out_dir: &Path) -> Option<PathBuf> {
-    let out = out_dir.join("gold-deals-python.wasm");
-    let status = std::process::Command::new("componentize-py")
-        .arg("-d")
-        .arg(root.join("wit/transform.wit"))
-        .args(["-w", "transform", "componentize", "app", "-p"])
-        .arg(root.join("transforms/gold-deals-python"))
-        .arg("-o")
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .ok()?;
-    status.success().then_some(out)
 }
 
 /// The fastest of `iterations` runs and the record count it produced.

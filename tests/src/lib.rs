@@ -72,7 +72,8 @@ fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_root().join("target"), PathBuf::from)
 }
 
-/// The component built from `transforms/<name>`, built once per test process.
+/// The component built from `transforms/<name>` (any language `sluice build`
+/// knows), built once per test process.
 pub fn transform_component(name: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let mut built = BUILT
@@ -82,13 +83,12 @@ pub fn transform_component(name: &str) -> PathBuf {
     if let Some(path) = built.get(name) {
         return path.clone();
     }
-    let options = sluice_build::BuildOptions {
-        target_dir: target_dir().join("guests"),
-        out_dir: target_dir().join("guests").join("components"),
-    };
-    let path =
-        sluice_build::build_rust_transform(&repo_root().join("transforms").join(name), &options)
-            .unwrap_or_else(|e| panic!("building transform {name} failed: {e}"));
+    let options = sluice_build::BuildOptions::new(
+        target_dir().join("guests"),
+        target_dir().join("guests").join("components"),
+    );
+    let path = sluice_build::build_transform(&repo_root().join("transforms").join(name), &options)
+        .unwrap_or_else(|e| panic!("building transform {name} failed: {e}"));
     built.insert(name.to_string(), path.clone());
     path
 }
@@ -122,31 +122,6 @@ pub fn wasip2_component(name: &str) -> PathBuf {
     target_dir
         .join("wasm32-wasip2/release")
         .join(format!("{package}.wasm"))
-}
-
-/// The component componentize-py builds from `transforms/<name>/app.py`.
-pub fn python_component(name: &str) -> PathBuf {
-    let file = name.rsplit('/').next().expect("a name");
-    let out = target_dir()
-        .join("guests")
-        .join("components")
-        .join(format!("{file}.wasm"));
-    std::fs::create_dir_all(out.parent().expect("a directory")).expect("the directory is made");
-    let status = Command::new("componentize-py")
-        .arg("-d")
-        .arg(repo_root().join("wit/transform.wit"))
-        .args(["-w", "transform", "componentize", "app", "-p"])
-        .arg(repo_root().join("transforms").join(name))
-        .arg("-o")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .status()
-        .expect("componentize-py runs (scripts/setup.sh installs it)");
-    assert!(
-        status.success(),
-        "building {name} with componentize-py failed"
-    );
-    out
 }
 
 /// Runs a step of `scripts/deals_table.py` on `table`.

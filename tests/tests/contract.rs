@@ -7,9 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use sluice_tests::{
-    deals_table, python_component, repo_root, sluice_binary, transform_component, wasip2_component,
-};
+use sluice_tests::{deals_table, repo_root, sluice_binary, transform_component, wasip2_component};
 
 fn preview(table: &Path, module: &Path, args: &[&str]) -> Output {
     Command::new(sluice_binary())
@@ -143,7 +141,7 @@ fn the_arrow_typed_and_helper_paths_make_identical_records() {
     assert_eq!(typed, arrow, "typed path");
     assert_eq!(helpers, arrow, "host helpers");
     // An interpreted guest (CPython, with WASI sealed) on the helpers, byte for byte.
-    let python = preview_ok(&table, &python_component("gold-deals-python"), &[]);
+    let python = preview_ok(&table, &transform_component("gold-deals-python"), &[]);
     assert_eq!(python, arrow, "Python on the host helpers");
 }
 
@@ -179,7 +177,7 @@ fn a_module_flooding_the_log_is_rate_limited_and_keeps_working() {
 fn a_python_exception_is_reported_with_its_traceback() {
     let work = tempfile::tempdir().unwrap();
     let table = small_table(work.path());
-    let err = preview_err(&table, &python_component("misbehaving/python-raises"));
+    let err = preview_err(&table, &transform_component("misbehaving/python-raises"));
     assert!(err.contains("crashed (panic)"), "{err}");
     assert!(err.contains("The module wrote to stderr:"), "{err}");
     assert!(err.contains("Traceback (most recent call last):"), "{err}");

@@ -73,12 +73,9 @@ fn main() -> anyhow::Result<()> {
             sluice.display()
         );
     }
-    let module = sluice_build::build_rust_transform(
+    let module = sluice_build::build_transform(
         &root.join("transforms/passthrough"),
-        &sluice_build::BuildOptions {
-            target_dir: target.join("guests"),
-            out_dir: target.join("guests/components"),
-        },
+        &sluice_build::BuildOptions::new(target.join("guests"), target.join("guests/components")),
     )?;
     let work = tempfile::tempdir()?;
     let table = work.path().join("deals");

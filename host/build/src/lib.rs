@@ -1,120 +1,202 @@
-//! Builds a Rust transform crate into a Wasm component.
+//! Builds transforms into Wasm components the Sluice host runs, and scaffolds new
+//! ones, so authors never need the component toolchains' flags.
 //!
-//! The crate is compiled for `wasm32-unknown-unknown`, so the module imports nothing
-//! (no files, clocks, network or environment), then wrapped into a component from the
-//! WIT type information that the SDK embeds. The result runs in the Sluice host.
+//! The language is told by the project's files: `Cargo.toml` (Rust), `package.json`
+//! (JavaScript or TypeScript), `app.py` (Python), `*.c` (C). Each builder compiles
+//! against the contract in `wit/` (built into this crate) and the language's SDK,
+//! installs the pinned toolchain it needs on first use, and checks that the result
+//! exports a transformer.
 
+mod c;
+mod error;
+mod javascript;
+mod python;
+mod rust;
+mod scaffold;
+mod tools;
+
+use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// The Rust target transforms compile for.
-pub const GUEST_TARGET: &str = "wasm32-unknown-unknown";
+pub use error::BuildError;
+pub use rust::GUEST_TARGET;
+pub use scaffold::{ScaffoldError, scaffold};
 
-/// Why a transform could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// The crate's manifest could not be read.
-    #[error("Cannot read the transform's manifest {path}: {source}")]
-    Manifest {
-        /// The manifest's path.
-        path: PathBuf,
-        /// What went wrong.
-        source: std::io::Error,
-    },
-    /// The manifest is not a Cargo package.
-    #[error("{path} is not a Cargo package manifest: {reason}")]
-    NotAPackage {
-        /// The manifest's path.
-        path: PathBuf,
-        /// What is missing.
-        reason: String,
-    },
-    /// cargo could not be started.
-    #[error("Cannot run cargo: {0}. Install Rust with rustup.")]
-    CargoMissing(std::io::Error),
-    /// cargo failed; its output was shown on stderr.
-    #[error(
-        "cargo failed to build {package} for {GUEST_TARGET} ({status}). If the target is missing, run `rustup target add {GUEST_TARGET}`."
-    )]
-    Compile {
-        /// The package name.
-        package: String,
-        /// cargo's exit status.
-        status: std::process::ExitStatus,
-    },
-    /// The compiled module could not be read or the component could not be written.
-    #[error("Cannot access {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        source: std::io::Error,
-    },
-    /// The module is not a transform (no embedded contract types, bad exports).
-    #[error(
-        "{package} built, but is not a Sluice transform: {reason}. Does it call sluice_transform::export_transform!?"
-    )]
-    Componentize {
-        /// The package name.
-        package: String,
-        /// wit-component's explanation.
-        reason: String,
-    },
+/// The contract every transform is built against (`wit/transform.wit`).
+pub const CONTRACT_WIT: &str = include_str!("../../../wit/transform.wit");
+
+/// The contract's world.
+pub const CONTRACT_WORLD: &str = "transform";
+
+/// A language transforms can be written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Language {
+    /// Rust, with `guest-sdk/rust/transform`.
+    Rust,
+    /// JavaScript, with `guest-sdk/js`.
+    JavaScript,
+    /// TypeScript, with `guest-sdk/js` (built like JavaScript).
+    TypeScript,
+    /// Python, with `guest-sdk/python`.
+    Python,
+    /// C, with `guest-sdk/c`.
+    C,
+}
+
+impl Language {
+    /// Every language, in the order `sluice init --help` lists them.
+    pub const ALL: [Language; 5] = [
+        Language::Rust,
+        Language::JavaScript,
+        Language::TypeScript,
+        Language::Python,
+        Language::C,
+    ];
+
+    /// The language's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::JavaScript => "js",
+            Language::TypeScript => "ts",
+            Language::Python => "python",
+            Language::C => "c",
+        }
+    }
+
+    /// The language called `name` (`javascript`, `typescript` and `py` accepted too).
+    pub fn parse(name: &str) -> Option<Language> {
+        match name.to_ascii_lowercase().as_str() {
+            "rust" | "rs" => Some(Language::Rust),
+            "js" | "javascript" => Some(Language::JavaScript),
+            "ts" | "typescript" => Some(Language::TypeScript),
+            "python" | "py" => Some(Language::Python),
+            "c" => Some(Language::C),
+            _ => None,
+        }
+    }
+
+    /// The language of the project in `dir`, told by its files.
+    pub fn detect(dir: &Path) -> Result<Language, BuildError> {
+        if dir.join("Cargo.toml").is_file() {
+            return Ok(Language::Rust);
+        }
+        if dir.join("package.json").is_file() {
+            return Ok(
+                if javascript::entry(dir).is_ok_and(|e| e.extension().is_some_and(|x| x == "ts")) {
+                    Language::TypeScript
+                } else {
+                    Language::JavaScript
+                },
+            );
+        }
+        if dir.join(python::APP).is_file() {
+            return Ok(Language::Python);
+        }
+        if !c::sources(dir).unwrap_or_default().is_empty() {
+            return Ok(Language::C);
+        }
+        Err(BuildError::UnknownProject {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+impl fmt::Display for Language {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Where and how to build.
 #[derive(Clone, Debug)]
 pub struct BuildOptions {
-    /// cargo's target directory for guest builds.
+    /// Where intermediate files go (cargo's target directory for Rust).
     pub target_dir: PathBuf,
-    /// Where to write the component (`<package>.wasm` inside it).
+    /// Where to write the component (`<name>.wasm` inside it).
     pub out_dir: PathBuf,
+    /// The guest SDKs (`guest-sdk` of a Sluice checkout).
+    pub sdk_dir: PathBuf,
+    /// Where pinned toolchains (componentize-js, componentize-py) are installed.
+    pub tools_dir: PathBuf,
 }
 
-/// Builds the transform crate in `crate_dir` and returns the component's path.
-pub fn build_rust_transform(
-    crate_dir: &Path,
+impl BuildOptions {
+    /// Options with the default SDK and tools directories.
+    pub fn new(target_dir: PathBuf, out_dir: PathBuf) -> BuildOptions {
+        BuildOptions {
+            target_dir,
+            out_dir,
+            sdk_dir: default_sdk_dir(),
+            tools_dir: default_tools_dir(),
+        }
+    }
+}
+
+/// `SLUICE_SDK_DIR`, or the `guest-sdk` of the checkout this tool was built from.
+pub fn default_sdk_dir() -> PathBuf {
+    std::env::var_os("SLUICE_SDK_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk"),
+        PathBuf::from,
+    )
+}
+
+/// `SLUICE_TOOLS_DIR`, or `sluice/tools` in the user's cache directory.
+pub fn default_tools_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SLUICE_TOOLS_DIR") {
+        return PathBuf::from(dir);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    cache.join("sluice").join("tools")
+}
+
+/// Builds the transform project in `dir`, whatever its language, and returns the
+/// component's path.
+pub fn build_transform(dir: &Path, options: &BuildOptions) -> Result<PathBuf, BuildError> {
+    match Language::detect(dir)? {
+        Language::Rust => rust::build(dir, options),
+        Language::JavaScript | Language::TypeScript => javascript::build(dir, options),
+        Language::Python => python::build(dir, options),
+        Language::C => c::build(dir, options),
+    }
+}
+
+/// Writes the contract's WIT into `dir` and returns the file.
+fn write_contract(dir: &Path) -> Result<PathBuf, BuildError> {
+    let path = dir.join("transform.wit");
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&path, CONTRACT_WIT))
+        .map_err(|source| BuildError::Io {
+            path: path.clone(),
+            source,
+        })?;
+    Ok(path)
+}
+
+/// A project's module name: the directory's name.
+fn dir_name(dir: &Path) -> String {
+    std::fs::canonicalize(dir)
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "transform".to_string())
+}
+
+/// Writes `component` to `<out_dir>/<name>.wasm` after checking it is a transform.
+fn write_component(
+    name: &str,
+    language: Language,
+    component: &[u8],
     options: &BuildOptions,
 ) -> Result<PathBuf, BuildError> {
-    let manifest = crate_dir.join("Cargo.toml");
-    let package = package_name(&manifest)?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "--lib",
-            "--target",
-            GUEST_TARGET,
-        ])
-        .arg("--manifest-path")
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(&options.target_dir)
-        // Modules ship without debug info: a workspace's release profile may ask for
-        // line tables, which make a module ten times larger and the host never reads.
-        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-        .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo")
-        .status()
-        .map_err(BuildError::CargoMissing)?;
-    if !status.success() {
-        return Err(BuildError::Compile { package, status });
-    }
-    let module_path = options
-        .target_dir
-        .join(GUEST_TARGET)
-        .join("release")
-        .join(format!("{}.wasm", package.replace('-', "_")));
-    let module = std::fs::read(&module_path).map_err(|source| BuildError::Io {
-        path: module_path.clone(),
-        source,
-    })?;
-    let component = componentize(&module).map_err(|reason| BuildError::Componentize {
-        package: package.clone(),
+    check_exports(component).map_err(|reason| BuildError::NotATransform {
+        module: name.to_string(),
+        language,
         reason,
     })?;
-    let out = options.out_dir.join(format!("{package}.wasm"));
+    let out = options.out_dir.join(format!("{name}.wasm"));
     std::fs::create_dir_all(&options.out_dir)
         .and_then(|()| std::fs::write(&out, component))
         .map_err(|source| BuildError::Io {
@@ -127,14 +209,9 @@ pub fn build_rust_transform(
 /// The interface every transform exports, whatever its contract version.
 const TRANSFORMER_INTERFACE: &str = "sluice:transform/transformer@";
 
-/// Wraps a core module that embeds the SDK's component type section into a component,
-/// and checks that the component exports a transformer.
-pub fn componentize(module: &[u8]) -> Result<Vec<u8>, String> {
-    let component = wit_component::ComponentEncoder::default()
-        .module(module)
-        .and_then(|encoder| encoder.validate(true).encode())
-        .map_err(|e| format!("{e:#}"))?;
-    let decoded = wit_component::decode(&component).map_err(|e| format!("{e:#}"))?;
+/// Checks that a component exports a transformer.
+fn check_exports(component: &[u8]) -> Result<(), String> {
+    let decoded = wit_component::decode(component).map_err(|e| format!("{e:#}"))?;
     let (resolve, world) = (decoded.resolve(), decoded.package());
     let exports: Vec<String> = resolve.packages[world]
         .worlds
@@ -150,7 +227,7 @@ pub fn componentize(module: &[u8]) -> Result<Vec<u8>, String> {
         .iter()
         .any(|name| name.starts_with(TRANSFORMER_INTERFACE))
     {
-        Ok(component)
+        Ok(())
     } else {
         Err(format!(
             "it exports [{}] and no sluice:transform/transformer",
@@ -159,21 +236,20 @@ pub fn componentize(module: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
-fn package_name(manifest: &Path) -> Result<String, BuildError> {
-    let text = std::fs::read_to_string(manifest).map_err(|source| BuildError::Manifest {
-        path: manifest.to_path_buf(),
-        source,
-    })?;
-    let not_a_package = |reason: String| BuildError::NotAPackage {
-        path: manifest.to_path_buf(),
-        reason,
-    };
-    let doc: toml::Table = text.parse().map_err(|e| not_a_package(format!("{e}")))?;
-    doc.get("package")
-        .and_then(|p| p.get("name"))
-        .and_then(|n| n.as_str())
-        .map(str::to_string)
-        .ok_or_else(|| not_a_package("it has no [package] name".to_string()))
+/// Wraps a core module that embeds the contract's component type section into a
+/// component; WASI preview 1 imports (C's libc) go through the preview 2 adapter,
+/// which the host seals.
+pub fn componentize(module: &[u8]) -> Result<Vec<u8>, String> {
+    wit_component::ComponentEncoder::default()
+        .module(module)
+        .and_then(|encoder| {
+            encoder.adapter(
+                "wasi_snapshot_preview1",
+                wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+            )
+        })
+        .and_then(|encoder| encoder.validate(true).encode())
+        .map_err(|e| format!("{e:#}"))
 }
 
 #[cfg(test)]
@@ -183,16 +259,31 @@ mod tests {
     #[test]
     fn a_core_module_without_contract_types_is_refused() {
         let empty_module = b"\0asm\x01\0\0\0";
-        let err = componentize(empty_module).unwrap_err();
+        let err = componentize(empty_module)
+            .and_then(|c| check_exports(&c))
+            .unwrap_err();
         assert!(!err.is_empty());
     }
 
     #[test]
-    fn a_manifest_without_package_is_refused() {
-        let dir = std::env::temp_dir().join(format!("sluice-build-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("Cargo.toml"), "[workspace]\n").unwrap();
-        let err = package_name(&dir.join("Cargo.toml")).unwrap_err();
-        assert!(matches!(err, BuildError::NotAPackage { .. }), "{err}");
+    fn languages_are_told_by_their_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Language::detect(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("sluice init"), "{err}");
+        std::fs::write(dir.path().join("app.py"), "").unwrap();
+        assert_eq!(Language::detect(dir.path()).unwrap(), Language::Python);
+        std::fs::write(dir.path().join("package.json"), "{}").unwrap();
+        assert_eq!(Language::detect(dir.path()).unwrap(), Language::JavaScript);
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/index.ts"), "").unwrap();
+        assert_eq!(Language::detect(dir.path()).unwrap(), Language::TypeScript);
+    }
+
+    #[test]
+    fn language_names_round_trip() {
+        for language in Language::ALL {
+            assert_eq!(Language::parse(language.name()), Some(language));
+        }
+        assert_eq!(Language::parse("go"), None);
     }
 }

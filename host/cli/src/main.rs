@@ -99,17 +99,35 @@ enum Command {
         #[command(subcommand)]
         action: PositionAction,
     },
-    /// Build a Rust transform crate into a component the host runs.
+    /// Build a transform project (Rust, JavaScript, TypeScript, Python or C, told by
+    /// its files) into a component the host runs. Installs the language's pinned
+    /// toolchain on first use.
     Build {
-        /// The transform crate's directory.
+        /// The transform project's directory.
         #[arg(default_value = ".")]
         dir: PathBuf,
-        /// Where to write `<crate>.wasm`.
-        #[arg(long, default_value = "target/sluice")]
-        out_dir: PathBuf,
-        /// cargo's target directory for the guest build.
-        #[arg(long, default_value = "target")]
-        target_dir: PathBuf,
+        /// Where to write `<name>.wasm` (default: `<dir>/target/sluice`).
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+        /// Where intermediate files go (default: `<dir>/target`).
+        #[arg(long)]
+        target_dir: Option<PathBuf>,
+        /// The guest SDKs (default: `SLUICE_SDK_DIR`, or this checkout's `guest-sdk`).
+        #[arg(long)]
+        sdk_dir: Option<PathBuf>,
+    },
+    /// Start a new transform project in a language: a working transform to edit, which
+    /// `sluice build` builds. Languages: rust, js, ts, python, c.
+    Init {
+        /// The language.
+        #[arg(long, value_parser = language)]
+        lang: sluice_build::Language,
+        /// The new project's directory; its name names the module.
+        dir: PathBuf,
+        /// The guest SDKs the project uses (default: `SLUICE_SDK_DIR`, or this
+        /// checkout's `guest-sdk`).
+        #[arg(long)]
+        sdk_dir: Option<PathBuf>,
     },
 }
 
@@ -298,20 +316,46 @@ async fn main() -> anyhow::Result<()> {
             dir,
             out_dir,
             target_dir,
+            sdk_dir,
         } => {
-            let options = sluice_build::BuildOptions {
-                target_dir,
-                out_dir,
-            };
-            let built = tokio::task::spawn_blocking(move || {
-                sluice_build::build_rust_transform(&dir, &options)
-            })
-            .await
-            .context("the build task failed")??;
+            let target_dir = target_dir.unwrap_or_else(|| dir.join("target"));
+            let out_dir = out_dir.unwrap_or_else(|| target_dir.join("sluice"));
+            let mut options = sluice_build::BuildOptions::new(target_dir, out_dir);
+            if let Some(sdk_dir) = sdk_dir {
+                options.sdk_dir = sdk_dir;
+            }
+            let built =
+                tokio::task::spawn_blocking(move || sluice_build::build_transform(&dir, &options))
+                    .await
+                    .context("the build task failed")??;
             println!("{}", built.display());
             Ok(())
         }
+        Command::Init { lang, dir, sdk_dir } => {
+            let sdk_dir = sdk_dir.unwrap_or_else(sluice_build::default_sdk_dir);
+            let files = sluice_build::scaffold(lang, &dir, &sdk_dir)?;
+            for file in files {
+                println!("{}", file.display());
+            }
+            eprintln!(
+                "Created a {lang} transform in {}. Build it with `sluice build {}`.",
+                dir.display(),
+                dir.display()
+            );
+            Ok(())
+        }
     }
+}
+
+/// Parses a language name for `sluice init --lang`.
+fn language(name: &str) -> Result<sluice_build::Language, String> {
+    sluice_build::Language::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = sluice_build::Language::ALL
+            .iter()
+            .map(|l| l.name())
+            .collect();
+        format!("unknown language `{name}`; use one of {}", names.join(", "))
+    })
 }
 
 /// Parses `name=value`.

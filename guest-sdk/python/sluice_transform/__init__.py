@@ -1,0 +1,94 @@
+"""The Python SDK for Sluice transforms.
+
+A transform reads a batch of Delta change rows and emits Kafka records::
+
+    import json
+    import sluice_transform as sluice
+    from sluice_transform import ChangeType, Record
+
+    class Inserts(sluice.Transform):
+        def transform(self, batch, out):
+            for row in batch.rows():
+                if row.change_type == ChangeType.INSERT:
+                    out.emit(row, Record(key=row["id"], value=json.dumps(row.to_dict())))
+
+    Transformer = sluice.export(Inserts)
+
+Two ways to work on a batch:
+
+- rows and columns (`batch.rows()`, `row["name"]`, `batch.column("name")`), with
+  `out.emit(row, Record(...))`: any logic, every value passes through Python;
+- host helpers (`batch.select_change_types`, `batch.select_where`, `out.encode`): the
+  module describes the records and the host selects and encodes them natively, about
+  as fast as a Rust module. Prefer them when they can say what you need.
+
+Raise `RowError(row, message)` to fail one row and `BatchError(message)` (or any
+exception) to fail the batch; the pipeline's error policy decides what follows.
+"""
+
+from typing import TYPE_CHECKING
+
+from . import log
+from ._model import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    JSON_ROW,
+    TOMBSTONE,
+    BatchError,
+    ChangeType,
+    Field,
+    Json,
+    Params,
+    Record,
+    RowError,
+    column,
+    constant,
+    substring,
+)
+
+if TYPE_CHECKING:
+    from ._guest import Batch, Output, Row
+
+
+class Transform:
+    """Subclass this: `init` runs once per instance with the pipeline's parameters,
+    `transform` once per batch."""
+
+    def init(self, params: Params) -> None:
+        """Reads the pipeline's `[transform.params]`. Raise to stop the pipeline with
+        your message."""
+
+    def transform(self, batch: "Batch", out: "Output") -> None:
+        """Turns one batch of change rows into records, emitted in order into `out`."""
+        raise NotImplementedError("Implement transform(self, batch, out).")
+
+
+def export(transform_class):
+    """Makes `transform_class` the module's transformer; assign the result to a
+    module-level `Transformer`: `Transformer = sluice_transform.export(MyTransform)`."""
+    from ._guest import export as guest_export
+
+    return guest_export(transform_class)
+
+
+__all__ = [
+    "CHANGE_TYPE",
+    "COMMIT_TIMESTAMP",
+    "COMMIT_VERSION",
+    "JSON_ROW",
+    "TOMBSTONE",
+    "BatchError",
+    "ChangeType",
+    "Field",
+    "Json",
+    "Params",
+    "Record",
+    "RowError",
+    "Transform",
+    "column",
+    "constant",
+    "export",
+    "log",
+    "substring",
+]
