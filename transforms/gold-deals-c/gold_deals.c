@@ -7,7 +7,8 @@
  * encodes them natively.
  *
  * Parameter `change_types` (default `insert,update_postimage,delete`): the change
- * types to emit.
+ * types to emit. Parameter `change_type_header`: when set, every record carries the
+ * row's change type in a header of that name.
  */
 #include <string.h>
 
@@ -15,8 +16,10 @@
 
 static sluice_change_type emit[4];
 static size_t emit_count;
+static const char *change_type_header;
 
 int sluice_init(const sluice_params *params) {
+  change_type_header = sluice_param(params, "change_type_header", NULL);
   const char *names = sluice_param(params, "change_types", "insert,update_postimage,delete");
   emit_count = 0;
   for (const char *name = names;;) {
@@ -49,6 +52,7 @@ int sluice_transform(sluice_batch *batch, sluice_output *out) {
       {"title", sluice_field_column("fullDocument.title")},
   };
   const sluice_field key = sluice_field_column("documentId");
+  const sluice_named_field headers[] = {{change_type_header, sluice_field_change_type()}};
   sluice_encode_spec spec = {
       .rows = sluice_select_change_types(batch, emit, emit_count, NULL),
       .key = &key,
@@ -56,6 +60,8 @@ int sluice_transform(sluice_batch *batch, sluice_output *out) {
       .fields = gold,
       .field_count = sizeof gold / sizeof gold[0],
       .delete_as_tombstone = true,
+      .headers = headers,
+      .header_count = change_type_header ? 1 : 0,
   };
   return sluice_encode(out, &spec);
 }

@@ -6,11 +6,12 @@ The module only describes the records (`out.encode`); the host selects and encod
 them natively, so no value passes through Python.
 
 Parameter `change_types` (default `insert,update_postimage,delete`): the change types
-to emit.
+to emit. Parameter `change_type_header`: when set, every record carries the row's
+change type in a header of that name.
 """
 
 import sluice_transform as sluice
-from sluice_transform import ChangeType, Json, column, substring
+from sluice_transform import CHANGE_TYPE, ChangeType, Json, column, substring
 
 
 def object_id(name):
@@ -36,6 +37,8 @@ class GoldDeals(sluice.Transform):
     def init(self, params):
         names = params.get("change_types", "insert,update_postimage,delete")
         self.emit = [ChangeType.parse(name) for name in names.split(",")]
+        header = params.get("change_type_header")
+        self.headers = {header: CHANGE_TYPE} if header else {}
 
     def transform(self, batch, out):
         out.encode(
@@ -43,6 +46,7 @@ class GoldDeals(sluice.Transform):
             key=column("documentId"),
             value=GOLD,
             delete_as_tombstone=True,
+            headers=self.headers,
         )
 
 

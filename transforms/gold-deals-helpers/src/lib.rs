@@ -9,6 +9,7 @@ use sluice_transform::{
 /// The gold-deals transform on host helpers.
 pub struct GoldDealsHelpers {
     emit: Vec<ChangeType>,
+    change_type_header: Option<String>,
 }
 
 impl Transform for GoldDealsHelpers {
@@ -18,7 +19,10 @@ impl Transform for GoldDealsHelpers {
             .split(',')
             .map(|name| ChangeType::parse(name).ok_or(format!("Unknown change type `{name}`.")))
             .collect::<Result<_, _>>()?;
-        Ok(GoldDealsHelpers { emit })
+        Ok(GoldDealsHelpers {
+            emit,
+            change_type_header: params.get("change_type_header").map(str::to_string),
+        })
     }
 
     fn transform(&mut self, batch: &Batch, out: &mut Output) -> Result<(), Error> {
@@ -46,7 +50,11 @@ impl Transform for GoldDealsHelpers {
             value: ValueEncoding::Json(fields.map(|(n, v)| (n.to_string(), v)).to_vec()),
             delete_as_tombstone: true,
             topic: None,
-            headers: Vec::new(),
+            headers: self
+                .change_type_header
+                .iter()
+                .map(|name| (name.clone(), FieldValue::ChangeType))
+                .collect(),
         };
         out.encode(batch, &spec)?;
         Ok(())
@@ -74,5 +82,25 @@ mod tests {
             .unwrap();
         assert_eq!(helpers.records().len(), 3);
         assert_eq!(helpers.records(), rows.records());
+    }
+
+    #[test]
+    fn the_change_type_header_matches_gold_deals() {
+        let params = Params::from_pairs([("change_type_header".into(), "op".into())]);
+        let batch = gold_deals::sample_batch();
+        let mut helpers = Output::default();
+        GoldDealsHelpers::init(&params)
+            .unwrap()
+            .transform(&batch, &mut helpers)
+            .unwrap();
+        let mut rows = Output::default();
+        gold_deals::GoldDeals::init(&params)
+            .unwrap()
+            .transform(&batch, &mut rows)
+            .unwrap();
+        let records = rows.records();
+        assert_eq!(records[2].headers, [("op".to_string(), b"delete".to_vec())]);
+        assert_eq!(records[2].value, None);
+        assert_eq!(helpers.records(), records);
     }
 }

@@ -6,9 +6,10 @@
 // them natively, so no value passes through JavaScript.
 //
 // Parameter `change_types` (default `insert,update_postimage,delete`): the change
-// types to emit.
+// types to emit. Parameter `change_type_header`: when set, every record carries the
+// row's change type in a header of that name.
 
-import { ChangeType, column, exportTransform, json, substring } from '@sluice/transform';
+import { CHANGE_TYPE, ChangeType, column, exportTransform, json, substring } from '@sluice/transform';
 
 /** Spark's substring(name, 11, 24): the hex inside ObjectId('...'). */
 const objectId = (name) => substring(name, 11, 24);
@@ -32,6 +33,8 @@ class GoldDeals {
       .get('change_types', 'insert,update_postimage,delete')
       .split(',')
       .map(ChangeType.parse);
+    const header = params.get('change_type_header');
+    this.headers = header ? { [header]: CHANGE_TYPE } : {};
   }
 
   transform(batch, out) {
@@ -40,6 +43,7 @@ class GoldDeals {
       key: column('documentId'),
       value: GOLD,
       deleteAsTombstone: true,
+      headers: this.headers,
     });
   }
 }

@@ -6,11 +6,13 @@
 //! tombstones keyed by `documentId`.
 //!
 //! Parameter `change_types` (default `insert,update_postimage,delete`): the change
-//! types to emit; `update_preimage` is dropped unless listed.
+//! types to emit; `update_preimage` is dropped unless listed. Parameter
+//! `change_type_header`: when set, every record carries the row's change type in a
+//! header of that name.
 
 use sluice_transform::{
-    Batch, BatchBuilder, ChangeType, Column, Error, JsonObject, Output, Params, Transform, Value,
-    spark_substring,
+    Batch, BatchBuilder, ChangeType, Column, Error, JsonObject, Output, Params, Record, Transform,
+    Value, spark_substring,
 };
 
 /// The gold columns: name in the record, source column, whether to cut an ObjectId.
@@ -50,12 +52,14 @@ pub fn change_types_param(params: &Params) -> Result<Vec<ChangeType>, String> {
 /// The gold-deals transform.
 pub struct GoldDeals {
     emit: Vec<ChangeType>,
+    change_type_header: Option<String>,
 }
 
 impl Transform for GoldDeals {
     fn init(params: &Params) -> Result<Self, String> {
         Ok(GoldDeals {
             emit: change_types_param(params)?,
+            change_type_header: params.get("change_type_header").map(str::to_string),
         })
     }
 
@@ -75,23 +79,36 @@ impl Transform for GoldDeals {
             let key = ids.str(index).ok_or_else(|| {
                 Error::row(row.index(), "The row has no documentId to key it by.")
             })?;
+            if let Some(header) = &self.change_type_header {
+                let mut record = Record::new().key(key).header(header, change.as_str());
+                if change != ChangeType::Delete {
+                    record = record.value(gold_json(&fields, index, String::new()));
+                }
+                out.emit(&row, record);
+                continue;
+            }
             if change == ChangeType::Delete {
                 out.emit_bytes(row.index(), Some(key.as_bytes()), None);
                 continue;
             }
-            let mut object = JsonObject::in_buffer(std::mem::take(&mut json));
-            for (name, column, cut) in &fields {
-                let value = match column.value(index) {
-                    Value::Str(s) if *cut => Value::Str(spark_substring(s, 11, 24)),
-                    value => value,
-                };
-                object.push(name, &value);
-            }
-            json = object.finish();
+            json = gold_json(&fields, index, std::mem::take(&mut json));
             out.emit_bytes(row.index(), Some(key.as_bytes()), Some(json.as_bytes()));
         }
         Ok(())
     }
+}
+
+/// The gold JSON of row `index`, written into `buffer`'s allocation.
+fn gold_json(fields: &[(&str, Column<'_>, bool)], index: usize, buffer: String) -> String {
+    let mut object = JsonObject::in_buffer(buffer);
+    for (name, column, cut) in fields {
+        let value = match column.value(index) {
+            Value::Str(s) if *cut => Value::Str(spark_substring(s, 11, 24)),
+            value => value,
+        };
+        object.push(name, &value);
+    }
+    object.finish()
 }
 
 sluice_transform::export!(GoldDeals);

@@ -1,0 +1,130 @@
+//! Transforms in every language the SDKs cover, built by `sluice build`, against the
+//! real broker: gold-deals in Rust, JavaScript, Python and C makes byte-identical
+//! records in the same order, and each language's module meets the host's CPU and
+//! memory limits with the same error kinds as Rust's.
+
+use sluice_tests::{
+    Consumed, Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap,
+    run_expecting_failure, run_to_latest, transform_component, unique_topic,
+};
+
+/// gold-deals in each language, Rust first (the reference).
+const GOLD_DEALS: [(&str, &str); 4] = [
+    ("rust", "gold-deals"),
+    ("js", "gold-deals-js"),
+    ("python", "gold-deals-python"),
+    ("c", "gold-deals-c"),
+];
+
+/// The limit fixtures in each language, Rust first (the reference).
+const BEHAVIORS: [(&str, &str); 4] = [
+    ("rust", "misbehaving/behaviors"),
+    ("js", "misbehaving/behaviors-js"),
+    ("python", "misbehaving/behaviors-python"),
+    ("c", "misbehaving/behaviors-c"),
+];
+
+fn delivered(table: &std::path::Path, module: &str, language: &str) -> Vec<Consumed> {
+    let topic = unique_topic(&format!("parity-{language}"));
+    let files = PipelineFiles::new(
+        table,
+        &transform_component(module),
+        &topic,
+        &kafka_bootstrap(),
+        Extra {
+            source: "batch_rows = 700",
+            params: "change_type_header = \"op\"",
+            ..Extra::default()
+        },
+    );
+    run_to_latest(&files.config);
+    consume_all(&topic)
+}
+
+#[test]
+fn gold_deals_makes_byte_identical_records_in_every_language() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["bulk", "--rows", "3000"]);
+    deals_table(&table, &["churn", "--rows", "3000"]);
+    for step in ["update", "delete", "merge"] {
+        deals_table(&table, &[step]);
+    }
+
+    let reference = delivered(&table, GOLD_DEALS[0].1, GOLD_DEALS[0].0);
+    let tombstones = reference.iter().filter(|r| r.value.is_none()).count();
+    let updates = reference
+        .iter()
+        .filter(|r| r.headers == [("op".to_string(), "update_postimage".to_string())])
+        .count();
+    assert!(reference.len() > 3000, "{} records", reference.len());
+    assert!(
+        tombstones > 0 && updates > 0,
+        "{tombstones} tombstones, {updates} updates"
+    );
+    assert!(reference.iter().all(|r| r.headers.len() == 1));
+
+    for (language, module) in &GOLD_DEALS[1..] {
+        let records = delivered(&table, module, language);
+        assert_eq!(records.len(), reference.len(), "{language}: record count");
+        for (i, (got, want)) in records.iter().zip(&reference).enumerate() {
+            assert_eq!(got, want, "{language}: record {i} differs from Rust's");
+        }
+    }
+}
+
+#[test]
+fn every_language_meets_the_cpu_and_memory_limits_with_rusts_error_kinds() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "30"]);
+    for (behavior, kind) in [
+        ("loop", "deadline exceeded"),
+        ("hog", "memory limit exceeded"),
+    ] {
+        for (language, module) in BEHAVIORS {
+            let topic = unique_topic(&format!("limits-{language}-{behavior}"));
+            let files = PipelineFiles::new(
+                &table,
+                &transform_component(module),
+                &topic,
+                &kafka_bootstrap(),
+                Extra {
+                    transform: "batch_timeout = \"1s\"\nmemory_limit_mib = 96",
+                    params: &format!("behavior = \"{behavior}\"\nbad_ids = \"deal-0007\""),
+                    ..Extra::default()
+                },
+            );
+            let log = run_expecting_failure(&files.config);
+            assert!(
+                log.contains(&format!("crashed ({kind})")),
+                "{language} {behavior}: {log}"
+            );
+            assert!(consume_all(&topic).is_empty(), "{language} {behavior}");
+        }
+    }
+}
+
+#[test]
+fn every_language_runs_under_the_limits_when_it_behaves() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "30"]);
+    for (language, module) in BEHAVIORS {
+        let topic = unique_topic(&format!("behaves-{language}"));
+        let files = PipelineFiles::new(
+            &table,
+            &transform_component(module),
+            &topic,
+            &kafka_bootstrap(),
+            Extra {
+                transform: "batch_timeout = \"1s\"\nmemory_limit_mib = 96",
+                ..Extra::default()
+            },
+        );
+        run_to_latest(&files.config);
+        let keys: Vec<_> = consume_all(&topic).into_iter().map(|r| r.key).collect();
+        let expected: Vec<_> = (0..30).map(|i| Some(format!("deal-{i:04}"))).collect();
+        assert_eq!(keys, expected, "{language}");
+    }
+}

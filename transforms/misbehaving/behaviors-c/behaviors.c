@@ -1,0 +1,45 @@
+/*
+ * A C module that breaks the host's limits on purpose, through the SDK, for the limit
+ * tests. Parameter `behavior`: `loop` (never returns) or `hog` (grows memory without
+ * end); anything else emits each row keyed by `documentId`, its change type as value.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice.h"
+
+static const char *behavior;
+/* Blocks the hog keeps, chained so the compiler cannot drop the allocations. */
+static void *volatile hoard;
+
+int sluice_init(const sluice_params *params) {
+  behavior = sluice_param(params, "behavior", "");
+  return SLUICE_OK;
+}
+
+int sluice_transform(sluice_batch *batch, sluice_output *out) {
+  if (strcmp(behavior, "loop") == 0) {
+    volatile uint64_t n = 0;
+    for (;;) n++;
+  }
+  if (strcmp(behavior, "hog") == 0) {
+    for (;;) {
+      void **block = malloc(1 << 20);
+      if (!block) return sluice_fail_batch("malloc failed");
+      memset(block, 1, 1 << 20);
+      *block = hoard;
+      hoard = block;
+    }
+  }
+  static const char *names[] = {"insert", "update_preimage", "update_postimage", "delete"};
+  const sluice_column *ids = sluice_column_named(batch, "documentId");
+  if (!ids) return SLUICE_ERROR;
+  for (uint32_t row = 0; row < sluice_rows(batch); row++) {
+    const char *id;
+    size_t len;
+    if (!sluice_get_bytes(ids, row, &id, &len)) return sluice_fail_row(row, "The deal has no documentId.");
+    const char *change = names[sluice_row_change_type(batch, row)];
+    sluice_emit_kv(out, row, id, (int32_t)len, change, (int32_t)strlen(change));
+  }
+  return SLUICE_OK;
+}
