@@ -57,6 +57,8 @@ done
 
 python3 -c 'import deltalake, pyarrow' 2>/dev/null ||
   python3 -m pip install --quiet --disable-pip-version-check 'deltalake==1.6.6' 'pyarrow>=17'
+python3 -c 'import pytest' 2>/dev/null ||
+  python3 -m pip install --quiet --disable-pip-version-check 'pytest>=8'
 # Python transforms are built into components with componentize-py.
 command -v componentize-py >/dev/null && componentize-py --version | grep -q ' 0.25.1$' ||
   python3 -m pip install --quiet --disable-pip-version-check 'componentize-py==0.25.1'

@@ -13,6 +13,10 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The guest SDKs' own tests (the parts that need no host).
+python3 -m pytest -q guest-sdk/python/tests
+node --test guest-sdk/js/test/
+
 "$root/scripts/kafka.sh" start
 "$root/scripts/kafka.sh" cluster-start
 trap '"$root/scripts/kafka.sh" stop; "$root/scripts/kafka.sh" cluster-stop' EXIT

@@ -1,6 +1,8 @@
-//! Follows docs/write-a-transform-in-rust.md word for word: every `sh` block is run
-//! and every block marked `file=PATH` is written, in order, in a fresh directory
-//! beside a checkout of this repository; then the preview's records are checked.
+//! Follows each language's "your first transform" guide word for word (Rust in
+//! docs/write-a-transform-in-rust.md, TypeScript, Python and C in the SDKs' READMEs):
+//! every `sh` block is run and every block marked `file=PATH` is written, in order, in
+//! a fresh directory beside a checkout of this repository; then the preview's records
+//! are checked.
 
 use std::path::Path;
 use std::process::Command;
@@ -25,10 +27,11 @@ fn blocks(markdown: &str) -> Vec<(String, String)> {
     blocks
 }
 
-#[test]
-fn the_rust_transform_guide_works_as_written() {
-    let guide = std::fs::read_to_string(repo_root().join("docs/write-a-transform-in-rust.md"))
-        .expect("the guide exists");
+/// Follows the guide at `path` (relative to the repository) in a fresh directory
+/// holding the `deals` scenario table and a `sluice` link to this checkout; returns
+/// how many steps it took and what its last command printed.
+fn follow(guide_path: &str) -> (usize, String) {
+    let guide = std::fs::read_to_string(repo_root().join(guide_path)).expect("the guide exists");
     let work = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(repo_root(), work.path().join("sluice")).unwrap();
     deals_table(&work.path().join("deals"), &["scenario"]);
@@ -65,16 +68,23 @@ fn the_rust_transform_guide_works_as_written() {
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert!(
                 output.status.success(),
-                "`{}` failed: {stderr}",
+                "{guide_path}: `{}` failed: {stderr}",
                 body.trim()
             );
             last_output = String::from_utf8_lossy(&output.stdout).into_owned();
             steps += 1;
         }
     }
-    assert_eq!(steps, 6, "the guide's steps: 4 commands, 2 files");
-    assert!(Path::new(&work.path().join("modules/won-deals.wasm")).exists());
+    assert!(
+        Path::new(&work.path().join("modules/won-deals.wasm")).exists(),
+        "{guide_path}"
+    );
+    (steps, last_output)
+}
 
+/// Checks the won-deals preview every guide ends with: won deals keyed by their id,
+/// deleted deals as tombstones.
+fn check_won_deals(last_output: &str) {
     let records: Vec<serde_json::Value> = last_output
         .lines()
         .map(|line| serde_json::from_str(line).expect("preview prints JSON lines"))
@@ -88,4 +98,32 @@ fn the_rust_transform_guide_works_as_written() {
             serde_json::from_str(record["value"].as_str().unwrap()).unwrap();
         assert_eq!(value["id"], record["key"]);
     }
+}
+
+#[test]
+fn the_rust_transform_guide_works_as_written() {
+    let (steps, output) = follow("docs/write-a-transform-in-rust.md");
+    assert_eq!(steps, 6, "the guide's steps: 4 commands, 2 files");
+    check_won_deals(&output);
+}
+
+#[test]
+fn the_typescript_transform_guide_works_as_written() {
+    let (steps, output) = follow("guest-sdk/js/README.md");
+    assert_eq!(steps, 5, "the guide's steps: 4 commands, 1 file");
+    check_won_deals(&output);
+}
+
+#[test]
+fn the_python_transform_guide_works_as_written() {
+    let (steps, output) = follow("guest-sdk/python/README.md");
+    assert_eq!(steps, 4, "the guide's steps: 3 commands, 1 file");
+    check_won_deals(&output);
+}
+
+#[test]
+fn the_c_transform_guide_works_as_written() {
+    let (steps, output) = follow("guest-sdk/c/README.md");
+    assert_eq!(steps, 4, "the guide's steps: 3 commands, 1 file");
+    check_won_deals(&output);
 }

@@ -24,6 +24,27 @@ const BEHAVIORS: [(&str, &str); 4] = [
     ("c", "misbehaving/behaviors-c"),
 ];
 
+/// A pipeline through a language's limit fixture, with a 1 s deadline and a 96 MiB
+/// memory cap.
+fn behaviors_pipeline(
+    table: &std::path::Path,
+    module: &str,
+    topic: &str,
+    params: &str,
+) -> PipelineFiles {
+    PipelineFiles::new(
+        table,
+        &transform_component(module),
+        topic,
+        &kafka_bootstrap(),
+        Extra {
+            transform: "batch_timeout = \"1s\"\nmemory_limit_mib = 96",
+            params,
+            ..Extra::default()
+        },
+    )
+}
+
 fn delivered(table: &std::path::Path, module: &str, language: &str) -> Vec<Consumed> {
     let topic = unique_topic(&format!("parity-{language}"));
     let files = PipelineFiles::new(
@@ -84,17 +105,9 @@ fn every_language_meets_the_cpu_and_memory_limits_with_rusts_error_kinds() {
     ] {
         for (language, module) in BEHAVIORS {
             let topic = unique_topic(&format!("limits-{language}-{behavior}"));
-            let files = PipelineFiles::new(
-                &table,
-                &transform_component(module),
-                &topic,
-                &kafka_bootstrap(),
-                Extra {
-                    transform: "batch_timeout = \"1s\"\nmemory_limit_mib = 96",
-                    params: &format!("behavior = \"{behavior}\"\nbad_ids = \"deal-0007\""),
-                    ..Extra::default()
-                },
-            );
+            // Rust's fixture misbehaves only on batches holding a bad row.
+            let params = format!("behavior = \"{behavior}\"\nbad_ids = \"deal-0007\"");
+            let files = behaviors_pipeline(&table, module, &topic, &params);
             let log = run_expecting_failure(&files.config);
             assert!(
                 log.contains(&format!("crashed ({kind})")),
@@ -112,16 +125,7 @@ fn every_language_runs_under_the_limits_when_it_behaves() {
     deals_table(&table, &["create", "--rows", "30"]);
     for (language, module) in BEHAVIORS {
         let topic = unique_topic(&format!("behaves-{language}"));
-        let files = PipelineFiles::new(
-            &table,
-            &transform_component(module),
-            &topic,
-            &kafka_bootstrap(),
-            Extra {
-                transform: "batch_timeout = \"1s\"\nmemory_limit_mib = 96",
-                ..Extra::default()
-            },
-        );
+        let files = behaviors_pipeline(&table, module, &topic, "");
         run_to_latest(&files.config);
         let keys: Vec<_> = consume_all(&topic).into_iter().map(|r| r.key).collect();
         let expected: Vec<_> = (0..30).map(|i| Some(format!("deal-{i:04}"))).collect();

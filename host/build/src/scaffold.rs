@@ -40,7 +40,7 @@ fn templates(language: Language) -> &'static [(&'static str, &'static str)] {
             (".gitignore", "/node_modules\n/target\n"),
         ],
         Language::TypeScript => &[
-            ("package.json", include_str!("../templates/js/package.json")),
+            ("package.json", include_str!("../templates/ts/package.json")),
             (
                 "tsconfig.json",
                 include_str!("../templates/ts/tsconfig.json"),
@@ -83,20 +83,14 @@ pub fn scaffold(
     {
         return Err(ScaffoldError::NotEmpty(dir.to_path_buf()));
     }
-    let sdk = std::path::absolute(sdk_dir).unwrap_or_else(|_| sdk_dir.to_path_buf());
+    let sdk = std::fs::canonicalize(sdk_dir)
+        .or_else(|_| std::path::absolute(sdk_dir))
+        .unwrap_or_else(|_| sdk_dir.to_path_buf());
     let sdk = sdk.to_string_lossy();
-    let ext = if language == Language::TypeScript {
-        "ts"
-    } else {
-        "js"
-    };
     let mut written = Vec::new();
     for (file, template) in templates(language) {
         let path = dir.join(file);
-        let text = template
-            .replace("{{name}}", &name)
-            .replace("{{sdk}}", &sdk)
-            .replace("{{ext}}", ext);
+        let text = template.replace("{{name}}", &name).replace("{{sdk}}", &sdk);
         path.parent()
             .map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|()| std::fs::write(&path, text))
@@ -123,7 +117,7 @@ mod tests {
             assert_eq!(Language::detect(&dir).unwrap(), language);
             for file in files {
                 let text = std::fs::read_to_string(file).unwrap();
-                for placeholder in ["{{name}}", "{{sdk}}", "{{ext}}"] {
+                for placeholder in ["{{name}}", "{{sdk}}"] {
                     assert!(!text.contains(placeholder), "{text}");
                 }
             }
