@@ -15,7 +15,7 @@ cd "$root"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/target}
 
 profile=release
-contestants=sluice-eos,sluice-alo,sluice-python,native,raw,spark
+contestants=sluice-eos,sluice-alo,sluice-python,sluice-js,sluice-c,native,raw,spark
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[$i]}" in
@@ -26,14 +26,11 @@ done
 cargo_profile=()
 [ "$profile" = release ] && cargo_profile=(--release)
 cargo build --locked "${cargo_profile[@]}" -p sluice -p sluice-bench --bin sluice --bin e2e >&2
-# The gold-deals module, built as `sluice build` builds it.
-"$CARGO_TARGET_DIR/$profile/sluice" build transforms/gold-deals \
-  --out-dir "$CARGO_TARGET_DIR/guests/components" --target-dir "$CARGO_TARGET_DIR/guests" >&2
-
-if [[ ",$contestants," == *",sluice-python,"* ]]; then
-  componentize-py -d wit/transform.wit -w transform componentize app -p transforms/gold-deals-python \
-    -o "$CARGO_TARGET_DIR/guests/components/gold-deals-python.wasm" >/dev/null
-fi
+# The gold-deals modules, in every language, built as `sluice build` builds them.
+for module in gold-deals gold-deals-python gold-deals-js gold-deals-c; do
+  "$CARGO_TARGET_DIR/$profile/sluice" build "transforms/$module" \
+    --out-dir "$CARGO_TARGET_DIR/guests/components" --target-dir "$CARGO_TARGET_DIR/guests" >&2
+done
 
 spark_python=""
 if [[ ",$contestants," == *",spark,"* ]]; then

@@ -6,6 +6,8 @@ Contestants:
   sluice-eos     sluice run, exactly-once, the Rust gold-deals module
   sluice-alo     sluice run, at-least-once, the same module
   sluice-python  sluice run, exactly-once, gold-deals in Python (componentize-py)
+  sluice-js      sluice run, exactly-once, gold-deals in JavaScript (componentize-js)
+  sluice-c       sluice run, exactly-once, gold-deals in C (clang, wasi-libc)
   native         Sluice's source and sink with gold-deals compiled into the host
   raw            gold-deals' records precomputed, then produced by rdkafka alone
   spark          Spark Structured Streaming: readChangeFeed, the same shaping,
@@ -27,7 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-alo", "sluice-python", "native", "raw", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "native", "raw", "spark"]
+# The gold-deals module each Sluice contestant runs (the Rust one when not named).
+MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm"}
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -147,7 +151,7 @@ change_headers = {'true' if follow else 'false'}
         self.create_topic(topic)
         if name.startswith("sluice-"):
             delivery = "at-least-once" if name == "sluice-alo" else "exactly-once"
-            module = self.module.with_name("gold-deals-python.wasm") if name == "sluice-python" else None
+            module = self.module.with_name(MODULES[name]) if name in MODULES else None
             config = self.sluice_config(topic, delivery, module=module)
             _, wall, cpu, rss = run_measured([self.bin / "sluice", "run", "--config", config, "--stop-at-latest"])
             seconds = wall
@@ -286,7 +290,7 @@ def render(args, results, latency):
     lines += [
         "",
         "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included.",
-        "- `sluice-python`: the same with `gold-deals-python`, the transform in Python on the host's helpers (componentize-py).",
+        "- `sluice-python`, `sluice-js`, `sluice-c`: the same with gold-deals in Python (componentize-py), JavaScript (componentize-js) and C (clang with wasi-libc), each on the host's helpers through its SDK.",
         "- `native`: Sluice's source and sink with the same gold-deals code compiled into the host (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
         "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
         "- `spark`: pyspark with delta-spark and spark-sql-kafka, `readChangeFeed` from version 0, the same shaping, Spark's Kafka sink (at-least-once), `local[2]`, `availableNow`; wall time of the job, JVM start-up included.",

@@ -14,6 +14,9 @@
 //!   description through each language's SDK; skipped when the toolchain cannot be
 //!   installed.
 //!
+//! Then the pass-through transform in each language, which reads every value of every
+//! row itself: what row-by-row code costs in each guest language.
+//!
 //! Each guest timing covers everything a pipeline pays per batch: the host's
 //! conversion, the call, the guest's decoding and work, and unpacking the records.
 //! Usage: `cargo run -p sluice-bench -- [ROWS] [ITERATIONS]` (default 100000 5).
@@ -87,6 +90,34 @@ fn main() -> anyhow::Result<()> {
             instance.transform(&batch).expect("transform").records.len()
         });
         report(path, rows, timing, native.0);
+    }
+
+    println!();
+    println!("pass-through, every value read row by row by the guest; vs the Rust module");
+    let mut rust_rows = None;
+    for (path, name) in [
+        ("rust rows", "passthrough"),
+        ("js rows", "passthrough-js"),
+        ("python rows", "passthrough-python"),
+        ("c rows", "passthrough-c"),
+    ] {
+        let module = match build(name) {
+            Ok(module) => engine.load(&module)?,
+            Err(e) => {
+                println!("({path} skipped: {e})");
+                continue;
+            }
+        };
+        let mut instance = module.instantiate(&[])?;
+        if let Err(e) = instance.transform(&batch) {
+            println!("({path} failed on a {rows}-row batch: {e})");
+            continue;
+        }
+        let timing = measure(iterations, || {
+            instance.transform(&batch).expect("transform").records.len()
+        });
+        let baseline = *rust_rows.get_or_insert(timing.0);
+        report(path, rows, timing, baseline);
     }
     Ok(())
 }
