@@ -26,8 +26,12 @@ done
 cargo_profile=()
 [ "$profile" = release ] && cargo_profile=(--release)
 cargo build --locked "${cargo_profile[@]}" -p sluice -p sluice-bench --bin sluice --bin e2e >&2
-# The gold-deals modules, in every language, built as `sluice build` builds them.
-for module in gold-deals gold-deals-python gold-deals-js gold-deals-c; do
+# The gold-deals modules the contestants run, built as `sluice build` builds them.
+modules=(gold-deals)
+for language in python js c; do
+  [[ ",$contestants," == *",sluice-$language,"* ]] && modules+=("gold-deals-$language")
+done
+for module in "${modules[@]}"; do
   "$CARGO_TARGET_DIR/$profile/sluice" build "transforms/$module" \
     --out-dir "$CARGO_TARGET_DIR/guests/components" --target-dir "$CARGO_TARGET_DIR/guests" >&2
 done

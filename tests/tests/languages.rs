@@ -24,12 +24,16 @@ const BEHAVIORS: [(&str, &str); 4] = [
     ("c", "misbehaving/behaviors-c"),
 ];
 
-/// A pipeline through a language's limit fixture, with a 1 s deadline and a 96 MiB
-/// memory cap.
+/// The limits every language's fixture runs under: a 1 s deadline and a 96 MiB memory
+/// cap.
+const LIMITS: &str = "batch_timeout = \"1s\"\nmemory_limit_mib = 96";
+
+/// A pipeline through a language's limit fixture.
 fn behaviors_pipeline(
     table: &std::path::Path,
     module: &str,
     topic: &str,
+    limits: &str,
     params: &str,
 ) -> PipelineFiles {
     PipelineFiles::new(
@@ -38,7 +42,7 @@ fn behaviors_pipeline(
         topic,
         &kafka_bootstrap(),
         Extra {
-            transform: "batch_timeout = \"1s\"\nmemory_limit_mib = 96",
+            transform: limits,
             params,
             ..Extra::default()
         },
@@ -95,7 +99,7 @@ fn gold_deals_makes_byte_identical_records_in_every_language() {
 }
 
 #[test]
-fn every_language_meets_the_cpu_and_memory_limits_with_rusts_error_kinds() {
+fn every_language_meets_the_deadline_fuel_and_memory_limits_with_rusts_error_kinds() {
     let work = tempfile::tempdir().unwrap();
     let table = work.path().join("deals");
     deals_table(&table, &["create", "--rows", "30"]);
@@ -107,7 +111,7 @@ fn every_language_meets_the_cpu_and_memory_limits_with_rusts_error_kinds() {
             let topic = unique_topic(&format!("limits-{language}-{behavior}"));
             // Rust's fixture misbehaves only on batches holding a bad row.
             let params = format!("behavior = \"{behavior}\"\nbad_ids = \"deal-0007\"");
-            let files = behaviors_pipeline(&table, module, &topic, &params);
+            let files = behaviors_pipeline(&table, module, &topic, limits, &params);
             let log = run_expecting_failure(&files.config);
             assert!(
                 log.contains(&format!("crashed ({kind})")),
@@ -125,10 +129,30 @@ fn every_language_runs_under_the_limits_when_it_behaves() {
     deals_table(&table, &["create", "--rows", "30"]);
     for (language, module) in BEHAVIORS {
         let topic = unique_topic(&format!("behaves-{language}"));
-        let files = behaviors_pipeline(&table, module, &topic, "");
+        let files = behaviors_pipeline(&table, module, &topic, LIMITS, "");
         run_to_latest(&files.config);
         let keys: Vec<_> = consume_all(&topic).into_iter().map(|r| r.key).collect();
         let expected: Vec<_> = (0..30).map(|i| Some(format!("deal-{i:04}"))).collect();
         assert_eq!(keys, expected, "{language}");
+    }
+}
+
+#[test]
+fn every_sdk_has_the_host_select_and_encode_rows() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "30"]);
+    for (language, module) in &BEHAVIORS[1..] {
+        let topic = unique_topic(&format!("where-{language}"));
+        let params = "behavior = \"where\"\nid = \"deal-0003\"";
+        let files = behaviors_pipeline(&table, module, &topic, LIMITS, params);
+        run_to_latest(&files.config);
+        let records = consume_all(&topic);
+        assert_eq!(records.len(), 1, "{language}: {records:?}");
+        assert_eq!(records[0].key.as_deref(), Some("deal-0003"), "{language}");
+        let value: serde_json::Value =
+            serde_json::from_str(records[0].value.as_deref().unwrap()).unwrap();
+        assert_eq!(value["documentId"], "deal-0003", "{language}");
+        assert_eq!(value["fullDocument"]["title"], "Deal 3", "{language}");
     }
 }

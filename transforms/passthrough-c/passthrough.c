@@ -71,6 +71,7 @@ static const char *CHANGE_NAMES[] = {"insert", "update_preimage", "update_postim
 int sluice_transform(sluice_batch *batch, sluice_output *out) {
   json_t json = {0};
   size_t columns = sluice_column_count(batch);
+  if (columns == 0) return SLUICE_ERROR;
   for (uint32_t row = 0; row < sluice_rows(batch); row++) {
     json.len = 0;
     put(&json, "{", 1);
@@ -107,7 +108,6 @@ int sluice_transform(sluice_batch *batch, sluice_output *out) {
         .value = json.text,
         .value_len = (int32_t)json.len,
         .topic = change == SLUICE_DELETE ? deletes_topic : NULL,
-        .partition = -1,
     };
     sluice_emit(out, row, &record);
   }

@@ -73,7 +73,8 @@ typedef enum {
 /** One data column of a batch: struct fields are columns named by dotted path. */
 typedef struct sluice_column sluice_column;
 
-/** Number of rows. */
+/** Number of rows. Row indexes passed to the functions below must be less than this;
+ * they are not checked. */
 uint32_t sluice_rows(sluice_batch *batch);
 /** The row's change type. */
 sluice_change_type sluice_row_change_type(sluice_batch *batch, uint32_t row);
@@ -83,10 +84,13 @@ int64_t sluice_row_commit_version(sluice_batch *batch, uint32_t row);
 int64_t sluice_row_commit_timestamp(sluice_batch *batch, uint32_t row);
 
 /** The column called `name`, or NULL (with a batch error ready to return) when the
- * table has none: `if (!col) return SLUICE_ERROR;`. */
+ * table has none or the columns cannot be read: `if (!col) return SLUICE_ERROR;`. */
 const sluice_column *sluice_column_named(sluice_batch *batch, const char *name);
-/** How many data columns the batch has, and the i-th of them. */
+/** How many data columns the batch has; 0 with a batch error ready to return when they
+ * cannot be read (a table always has a data column). */
 size_t sluice_column_count(sluice_batch *batch);
+/** The i-th data column, or NULL when `index` is out of range or the columns cannot be
+ * read. */
 const sluice_column *sluice_column_at(sluice_batch *batch, size_t index);
 /** A column's name (NUL-terminated) and type. */
 const char *sluice_column_name(const sluice_column *column);
@@ -115,14 +119,16 @@ typedef struct {
   size_t len;
 } sluice_header;
 
-/** A record to emit. Lengths of -1 mean no key, or no value (a tombstone); `topic`
- * NULL is the pipeline's topic, `partition` -1 is Kafka's partitioner. */
+/** A record to emit. Zero-initialised fields take the defaults: `key` NULL is no key,
+ * `value` NULL a tombstone, `topic` NULL the pipeline's topic, `has_partition` false
+ * Kafka's partitioner. */
 typedef struct {
   const void *key;
   int32_t key_len;
   const void *value;
   int32_t value_len;
   const char *topic;
+  bool has_partition;
   int32_t partition;
   const sluice_header *headers;
   size_t header_count;
@@ -130,7 +136,7 @@ typedef struct {
 
 /** Emits `record`, made from batch row `row` (its bytes are copied). */
 void sluice_emit(sluice_output *out, uint32_t row, const sluice_record *record);
-/** Emits a record with only a key and a value (NULL and -1 as in sluice_record). */
+/** Emits a record with only a key and a value (NULL for no key, or a tombstone). */
 void sluice_emit_kv(sluice_output *out, uint32_t row, const void *key, int32_t key_len,
                     const void *value, int32_t value_len);
 /** Marks a row as failed, with why; the transform carries on with the others. */
@@ -144,7 +150,8 @@ typedef struct {
   size_t len;
 } sluice_rows_t;
 
-/** Rows (of `within`, or of the batch when NULL) with one of these change types. */
+/** Rows (of `within`, or of the batch when NULL) with one of these change types (at
+ * most the four there are). */
 sluice_rows_t sluice_select_change_types(sluice_batch *batch, const sluice_change_type *types,
                                          size_t count, const sluice_rows_t *within);
 
@@ -162,8 +169,9 @@ typedef struct {
 sluice_field sluice_field_column(const char *column);
 /** Spark's substring(column, pos, len): `len` characters from 1-based `pos`. */
 sluice_field sluice_field_substring(const char *column, uint32_t pos, uint32_t len);
-/** A constant string, integer, float or null. */
+/** A constant string, integer, float, boolean or null. */
 sluice_field sluice_field_text(const char *text);
+sluice_field sluice_field_boolean(bool value);
 sluice_field sluice_field_integer(int64_t value);
 sluice_field sluice_field_float(double value);
 sluice_field sluice_field_null(void);
@@ -178,10 +186,10 @@ typedef struct {
   sluice_field value;
 } sluice_named_field;
 
-/** How encoded records get their values. */
+/** How encoded records get their values (zero, the default, is JSON_ROW). */
 typedef enum {
-  SLUICE_VALUE_JSON = 0,     /* a JSON object of `fields`, nulls left out */
-  SLUICE_VALUE_JSON_ROW = 1, /* a JSON object of every data column, structs nested */
+  SLUICE_VALUE_JSON_ROW = 0, /* a JSON object of every data column, structs nested */
+  SLUICE_VALUE_JSON = 1,     /* a JSON object of `fields`, nulls left out */
   SLUICE_VALUE_TOMBSTONE = 2,
 } sluice_value_encoding;
 
@@ -201,6 +209,25 @@ typedef struct {
 /** Has the host make and emit the records. Returns SLUICE_OK, or SLUICE_ERROR with a
  * batch error ready to return (an unknown column, say). */
 int sluice_encode(sluice_output *out, const sluice_encode_spec *spec);
+
+/** How `sluice_select_where` compares a column's value with a constant. */
+typedef enum {
+  SLUICE_EQUAL = 0,
+  SLUICE_NOT_EQUAL = 1,
+  SLUICE_LESS = 2,
+  SLUICE_LESS_OR_EQUAL = 3,
+  SLUICE_GREATER = 4,
+  SLUICE_GREATER_OR_EQUAL = 5,
+  SLUICE_IS_NULL = 6,     /* the constant is ignored */
+  SLUICE_IS_NOT_NULL = 7, /* the constant is ignored */
+} sluice_comparison;
+
+/** Rows (of `within`, or of the batch when NULL) where `column op constant` holds; the
+ * constant is a sluice_field_text/integer/float/boolean/null. Returns SLUICE_OK, or
+ * SLUICE_ERROR with a batch error ready to return (an unknown column, a constant of
+ * the wrong type). */
+int sluice_select_where(sluice_batch *batch, const char *column, sluice_comparison op,
+                        sluice_field constant, const sluice_rows_t *within, sluice_rows_t *rows);
 
 /* ---- Errors and logging ------------------------------------------------------ */
 

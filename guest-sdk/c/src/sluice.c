@@ -5,6 +5,7 @@
  */
 #include "sluice.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,13 @@ int sluice_fail_batch(const char *format, ...) {
   return result;
 }
 
+/* Forgets a message left from an earlier call. */
+static void clear_error(void) {
+  free(error_message);
+  error_message = NULL;
+  error_row = -1;
+}
+
 /* Moves the pending message into a contract string the host frees. */
 static transform_string_t take_error(const char *otherwise) {
   transform_string_t s;
@@ -126,8 +134,8 @@ void sluice_log(sluice_level level, const char *format, ...) {
 
 bool sluice_change_type_parse(const char *name, size_t len, sluice_change_type *out) {
   static const char *names[] = {"insert", "update_preimage", "update_postimage", "delete"};
-  while (len && (*name == ' ' || *name == '\t')) name++, len--;
-  while (len && (name[len - 1] == ' ' || name[len - 1] == '\t')) len--;
+  while (len && isspace((unsigned char)*name)) name++, len--;
+  while (len && isspace((unsigned char)name[len - 1])) len--;
   for (int i = 0; i < 4; i++) {
     if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0) {
       *out = (sluice_change_type)i;
@@ -155,6 +163,7 @@ const char *sluice_param(const sluice_params *params, const char *name, const ch
 bool exports_sluice_transform_transformer_init(transform_list_tuple2_string_string_t *list,
                                                transform_string_t *err) {
   static sluice_params params;
+  clear_error();
   params.count = list->len;
   params.names = calloc(list->len + 1, sizeof(char *));
   params.values = calloc(list->len + 1, sizeof(char *));
@@ -390,8 +399,8 @@ void sluice_emit(sluice_output *out, uint32_t row, const sluice_record *record) 
   } else {
     PUSH(&out->topic_indexes, uint32_t, 0);
   }
-  if (record->partition >= 0) out->any_partition = true;
-  PUSH(&out->partitions, int32_t, record->partition >= 0 ? record->partition : -1);
+  if (record->has_partition) out->any_partition = true;
+  PUSH(&out->partitions, int32_t, record->has_partition ? record->partition : -1);
   PUSH(&out->header_counts, uint32_t, (uint32_t)record->header_count);
   for (size_t i = 0; i < record->header_count; i++) {
     const sluice_header *h = &record->headers[i];
@@ -404,7 +413,7 @@ void sluice_emit(sluice_output *out, uint32_t row, const sluice_record *record) 
 
 void sluice_emit_kv(sluice_output *out, uint32_t row, const void *key, int32_t key_len,
                     const void *value, int32_t value_len) {
-  sluice_record record = {key, key_len, value, value_len, NULL, -1, NULL, 0};
+  sluice_record record = {.key = key, .key_len = key_len, .value = value, .value_len = value_len};
   sluice_emit(out, row, &record);
 }
 
@@ -506,6 +515,10 @@ sluice_field sluice_field_text(const char *text) {
   sluice_field f = {.kind = FIELD_CONSTANT, .constant_kind = CONSTANT_TEXT, .column = text};
   return f;
 }
+sluice_field sluice_field_boolean(bool value) {
+  sluice_field f = {.kind = FIELD_CONSTANT, .constant_kind = CONSTANT_BOOLEAN, .integer = value};
+  return f;
+}
 sluice_field sluice_field_integer(int64_t value) {
   sluice_field f = {.kind = FIELD_CONSTANT, .constant_kind = CONSTANT_INTEGER, .integer = value};
   return f;
@@ -545,6 +558,7 @@ static sluice_transform_types_field_value_t wit_field(const sluice_field *f) {
       break;
     case FIELD_CONSTANT:
       out.val.constant.tag = f->constant_kind;
+      if (f->constant_kind == CONSTANT_BOOLEAN) out.val.constant.val.boolean = f->integer != 0;
       if (f->constant_kind == CONSTANT_INTEGER) out.val.constant.val.integer = f->integer;
       if (f->constant_kind == CONSTANT_FLOAT) out.val.constant.val.float_ = f->number;
       if (f->constant_kind == CONSTANT_TEXT) out.val.constant.val.text = wit_string(f->column);
@@ -573,7 +587,11 @@ int sluice_encode(sluice_output *out, const sluice_encode_spec *spec) {
     wit.key.is_some = true;
     wit.key.val = wit_field(spec->key);
   }
-  wit.value.tag = spec->value;
+  switch (spec->value) {
+    case SLUICE_VALUE_JSON: wit.value.tag = SLUICE_TRANSFORM_TYPES_VALUE_ENCODING_JSON; break;
+    case SLUICE_VALUE_JSON_ROW: wit.value.tag = SLUICE_TRANSFORM_TYPES_VALUE_ENCODING_JSON_ROW; break;
+    case SLUICE_VALUE_TOMBSTONE: wit.value.tag = SLUICE_TRANSFORM_TYPES_VALUE_ENCODING_TOMBSTONE; break;
+  }
   if (spec->value == SLUICE_VALUE_JSON) {
     wit.value.val.json.ptr = fields;
     wit.value.val.json.len = spec->field_count;
@@ -598,6 +616,32 @@ int sluice_encode(sluice_output *out, const sluice_encode_spec *spec) {
   return SLUICE_ERROR;
 }
 
+int sluice_select_where(sluice_batch *batch, const char *column, sluice_comparison op,
+                        sluice_field constant, const sluice_rows_t *within, sluice_rows_t *rows) {
+  if (constant.kind != FIELD_CONSTANT) {
+    return sluice_fail_batch("sluice_select_where compares with a constant: use sluice_field_text, "
+                             "_integer, _float, _boolean or _null.");
+  }
+  sluice_transform_host_predicate_t predicate;
+  memset(&predicate, 0, sizeof predicate);
+  predicate.column = wit_string(column);
+  predicate.op = (sluice_transform_types_comparison_t)op;
+  predicate.value = wit_field(&constant).val.constant;
+  transform_list_u32_t within_list = {within ? (uint32_t *)within->rows : NULL, within ? within->len : 0};
+  transform_list_u32_t selected;
+  transform_string_t err;
+  if (!sluice_transform_host_method_batch_select_where(batch->handle, &predicate,
+                                                       within ? &within_list : NULL, &selected, &err)) {
+    sluice_fail_batch("%.*s", (int)err.len, (const char *)err.ptr);
+    transform_string_free(&err);
+    return SLUICE_ERROR;
+  }
+  PUSH(&batch->selections, transform_list_u32_t, selected);
+  rows->rows = selected.ptr;
+  rows->len = selected.len;
+  return SLUICE_OK;
+}
+
 /* ---- The transform export ----------------------------------------------------- */
 
 bool exports_sluice_transform_transformer_transform(
@@ -611,7 +655,7 @@ bool exports_sluice_transform_transformer_transform(
   memset(&out, 0, sizeof out);
   out.handle = handle;
 
-  error_row = -1;
+  clear_error();
   int result = sluice_transform(&batch, &out);
   if (result == SLUICE_OK) flush(&out);
   free_output(&out);

@@ -14,6 +14,12 @@ const TO_WIT = {
 };
 const FROM_WIT = Object.fromEntries(Object.entries(TO_WIT).map(([ours, wit]) => [wit, ours]));
 const MICROS_PER_MILLI = 1000n;
+
+/** Microseconds as milliseconds, rounded down (also before 1970). */
+function millis(micros) {
+  const quotient = micros / MICROS_PER_MILLI;
+  return Number(micros < 0n && quotient * MICROS_PER_MILLI !== micros ? quotient - 1n : quotient);
+}
 const MILLIS_PER_DAY = 86_400_000;
 
 /** A typed column's values as JavaScript values. */
@@ -23,7 +29,7 @@ function jsValues({ tag, val }) {
       return val.map((days) => (days == null ? null : new Date(days * MILLIS_PER_DAY)));
     case 'timestamp':
     case 'timestamp-ntz':
-      return val.map((micros) => (micros == null ? null : new Date(Number(micros / MICROS_PER_MILLI))));
+      return val.map((micros) => (micros == null ? null : new Date(millis(micros))));
     default:
       return Array.from(val, (v) => (v === undefined ? null : v));
   }
@@ -219,8 +225,8 @@ export function exportTransform(TransformClass) {
   let transform;
   return {
     init(params) {
-      transform = new TransformClass();
       try {
+        transform = new TransformClass();
         transform.init?.(new Params(params));
       } catch (error) {
         throw error instanceof Error ? error.message : String(error);

@@ -43,11 +43,17 @@ export class Packer {
     return bytes.length;
   }
 
-  /** Appends one record made from batch row `row`. */
+  /** Appends one record made from batch row `row`. Every part is converted before
+   * anything is appended, so a bad record leaves the lists as they were. */
   add(row, record) {
-    const { key, value, topic, partition, headers } = record;
-    this.keyLengths.push(key == null ? -1 : this.#push(asBytes(key)));
-    this.valueLengths.push(value == null ? -1 : this.#push(asBytes(value)));
+    const { topic, partition, headers } = record;
+    const key = record.key == null ? null : asBytes(record.key);
+    const value = record.value == null ? null : asBytes(record.value);
+    const pairs = (headers == null ? [] : Array.isArray(headers) ? headers : Object.entries(headers)).map(
+      ([name, headerValue]) => [name, asBytes(headerValue)],
+    );
+    this.keyLengths.push(key === null ? -1 : this.#push(key));
+    this.valueLengths.push(value === null ? -1 : this.#push(value));
     this.sourceRows.push(row);
     if (topic == null) {
       this.topicIndexes.push(0);
@@ -62,13 +68,12 @@ export class Packer {
       this.anyPartition = true;
       this.partitions.push(partition);
     }
-    const pairs = headers == null ? [] : Array.isArray(headers) ? headers : Object.entries(headers);
     this.headerCounts.push(pairs.length);
     for (const [name, headerValue] of pairs) {
       this.anyHeader = true;
       if (!this.headerNames.has(name)) this.headerNames.set(name, this.headerNames.size);
       this.headerNameIndexes.push(this.headerNames.get(name));
-      this.headerValueLengths.push(this.#push(asBytes(headerValue)));
+      this.headerValueLengths.push(this.#push(headerValue));
     }
   }
 

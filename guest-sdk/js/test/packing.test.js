@@ -49,3 +49,14 @@ test('change types, params and fields', () => {
   assert.deepEqual(constant(1.5).val, { tag: 'float', val: 1.5 });
   assert.throws(() => constant([1]), TypeError);
 });
+
+test('a bad record is refused and leaves the packer as it was', () => {
+  const packer = new Packer();
+  packer.add(0, { key: 'k', value: 'v' });
+  assert.throws(() => packer.add(1, { key: 'k2', value: 7 }), TypeError);
+  assert.throws(() => packer.add(1, { key: 'k2', value: 'v', headers: { h: 1 } }), TypeError);
+  const packed = packer.packed();
+  assert.equal(text(packed.data), 'kv');
+  assert.deepEqual([...packed.sourceRows], [0]);
+  assert.deepEqual([...packed.keyLengths], [1]);
+});

@@ -10,7 +10,8 @@ A transform reads a batch of Delta change rows and emits Kafka records::
         def transform(self, batch, out):
             for row in batch.rows():
                 if row.change_type == ChangeType.INSERT:
-                    out.emit(row, Record(key=row["id"], value=json.dumps(row.to_dict())))
+                    value = json.dumps(row.to_dict(), default=str)
+                    out.emit(row, Record(key=str(row["id"]), value=value))
 
     Transformer = sluice.export(Inserts)
 

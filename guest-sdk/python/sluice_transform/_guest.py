@@ -12,7 +12,6 @@ from wit_world.imports import host
 from wit_world.imports import types as t
 
 from ._model import (
-    CHANGE_TYPE,
     COMPARISONS,
     JSON_ROW,
     TOMBSTONE,
@@ -299,8 +298,8 @@ def export(transform_class):
 
     class Transformer:
         def init(self, params):
-            transform = transform_class()
             try:
+                transform = transform_class()
                 transform.init(Params(params))
             except Exception as error:
                 raise Err(str(error)) from None

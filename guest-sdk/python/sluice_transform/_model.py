@@ -50,9 +50,9 @@ class RowError(Exception):
     """Raise from `transform` when one row cannot be transformed: the batch's records
     are discarded and the pipeline's error policy decides what happens to the row."""
 
-    def __init__(self, row: int, message: str):
+    def __init__(self, row, message: str):
         super().__init__(message)
-        self.row = row
+        self.row = row if isinstance(row, int) else row.index
         self.message = message
 
 

@@ -7,8 +7,13 @@ from ._model import Bytes, Record
 
 
 def as_bytes(value: Bytes) -> bytes:
-    """UTF-8 for strings, bytes as they are."""
-    return value.encode() if isinstance(value, str) else bytes(value)
+    """UTF-8 for strings, bytes-like values as they are; anything else is a TypeError
+    (an int would otherwise become that many zero bytes)."""
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"A key, value or header must be str or bytes, not {type(value).__name__}.")
 
 
 class Packer:
@@ -36,14 +41,20 @@ class Packer:
         return len(self.source_rows)
 
     def add(self, row: int, record: Record) -> None:
-        """Appends one record made from batch row `row`."""
-        for part, lengths in ((record.key, self.key_lengths), (record.value, self.value_lengths)):
+        """Appends one record made from batch row `row`. Every part is converted
+        before anything is appended, so a bad record leaves the lists as they were."""
+        key = None if record.key is None else as_bytes(record.key)
+        value = None if record.value is None else as_bytes(record.value)
+        headers: Sequence[Tuple[str, Bytes]] = record.headers
+        if isinstance(headers, dict):
+            headers = list(headers.items())
+        headers = [(name, as_bytes(header)) for name, header in headers]
+        for part, lengths in ((key, self.key_lengths), (value, self.value_lengths)):
             if part is None:
                 lengths.append(-1)
             else:
-                encoded = as_bytes(part)
-                self.data += encoded
-                lengths.append(len(encoded))
+                self.data += part
+                lengths.append(len(part))
         self.source_rows.append(row)
         if record.topic is None:
             self.topic_indexes.append(0)
@@ -55,13 +66,9 @@ class Packer:
         else:
             self.any_partition = True
             self.partitions.append(record.partition)
-        headers: Sequence[Tuple[str, Bytes]] = record.headers
-        if isinstance(headers, dict):
-            headers = list(headers.items())
         self.header_counts.append(len(headers))
-        for name, value in headers:
+        for name, encoded in headers:
             self.any_header = True
-            encoded = as_bytes(value)
             self.data += encoded
             self.header_name_indexes.append(self.header_names.setdefault(name, len(self.header_names)))
             self.header_value_lengths.append(len(encoded))

@@ -49,3 +49,15 @@ def test_params_and_fields():
     assert Json({"id": column("id")}).fields == (("id", column("id")),)
     with pytest.raises(TypeError):
         constant([1])
+
+
+def test_a_bad_record_is_refused_and_leaves_the_packer_as_it_was():
+    packer = Packer()
+    packer.add(0, Record(key="k", value="v"))
+    with pytest.raises(TypeError, match="must be str or bytes, not int"):
+        packer.add(1, Record(key="k2", value=7))
+    with pytest.raises(TypeError):
+        packer.add(1, Record(key="k2", value="v", headers=[("h", 1)]))
+    lists = packer.lists()
+    assert lists["data"] == b"kv"
+    assert lists["source_rows"] == [0] and lists["key_lengths"] == [1] and lists["header_counts"] == []

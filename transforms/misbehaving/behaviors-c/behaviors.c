@@ -1,7 +1,9 @@
 /*
  * A C module that breaks the host's limits on purpose, through the SDK, for the limit
- * tests. Parameter `behavior`: `loop` (never returns) or `hog` (grows memory without
- * end); anything else emits each row keyed by `documentId`, its change type as value.
+ * tests. Parameter `behavior`: `loop` (never returns), `hog` (grows memory without
+ * end) or `where` (has the host select the rows whose `documentId` is the parameter
+ * `id` and encode them as JSON); anything else emits each row keyed by `documentId`,
+ * its change type as value.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -9,11 +11,13 @@
 #include "sluice.h"
 
 static const char *behavior;
+static const char *id;
 /* Blocks the hog keeps, chained so the compiler cannot drop the allocations. */
 static void *volatile hoard;
 
 int sluice_init(const sluice_params *params) {
   behavior = sluice_param(params, "behavior", "");
+  id = sluice_param(params, "id", "");
   return SLUICE_OK;
 }
 
@@ -30,6 +34,15 @@ int sluice_transform(sluice_batch *batch, sluice_output *out) {
       *block = hoard;
       hoard = block;
     }
+  }
+  if (strcmp(behavior, "where") == 0) {
+    sluice_rows_t rows;
+    if (sluice_select_where(batch, "documentId", SLUICE_EQUAL, sluice_field_text(id), NULL, &rows) != SLUICE_OK) {
+      return SLUICE_ERROR;
+    }
+    const sluice_field key = sluice_field_column("documentId");
+    sluice_encode_spec spec = {.rows = rows, .key = &key};
+    return sluice_encode(out, &spec);
   }
   static const char *names[] = {"insert", "update_preimage", "update_postimage", "delete"};
   const sluice_column *ids = sluice_column_named(batch, "documentId");
