@@ -103,9 +103,11 @@ fn every_language_meets_the_deadline_fuel_and_memory_limits_with_rusts_error_kin
     let work = tempfile::tempdir().unwrap();
     let table = work.path().join("deals");
     deals_table(&table, &["create", "--rows", "30"]);
-    for (behavior, kind) in [
-        ("loop", "deadline exceeded"),
-        ("hog", "memory limit exceeded"),
+    let fuel = format!("{LIMITS}\nfuel_per_batch = 300000000");
+    for (behavior, limits, kind) in [
+        ("loop", LIMITS, "deadline exceeded"),
+        ("loop", fuel.as_str(), "fuel budget exhausted"),
+        ("hog", LIMITS, "memory limit exceeded"),
     ] {
         for (language, module) in BEHAVIORS {
             let topic = unique_topic(&format!("limits-{language}-{behavior}"));
