@@ -13,7 +13,7 @@ pub enum ScaffoldError {
     NotEmpty(PathBuf),
     /// The name cannot name a module.
     #[error(
-        "`{0}` cannot name a transform: use letters, digits, `-` and `_`, starting with a letter."
+        "`{0}` cannot name a transform: use lowercase letters, digits, `-` and `_`, starting with a letter."
     )]
     BadName(String),
     /// A file could not be written.
@@ -66,14 +66,16 @@ pub fn scaffold(
     dir: &Path,
     sdk_dir: &Path,
 ) -> Result<Vec<PathBuf>, ScaffoldError> {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
+    // `sluice init --lang c .` names the project after the current directory.
+    let name = std::path::absolute(dir)
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
         .unwrap_or_default();
-    let valid = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+    // Lowercase, as npm wants package names.
+    let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
     if !valid {
         return Err(ScaffoldError::BadName(name));
     }
@@ -127,9 +129,10 @@ mod tests {
     #[test]
     fn names_and_non_empty_directories_are_refused() {
         let root = tempfile::tempdir().unwrap();
-        let err =
-            scaffold(Language::C, &root.path().join("9lives"), Path::new("/sdk")).unwrap_err();
-        assert!(matches!(err, ScaffoldError::BadName(_)), "{err}");
+        for bad in ["9lives", "Deals"] {
+            let err = scaffold(Language::C, &root.path().join(bad), Path::new("/sdk")).unwrap_err();
+            assert!(matches!(err, ScaffoldError::BadName(_)), "{err}");
+        }
         let dir = root.path().join("taken");
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(dir.join("x"), "").unwrap();
