@@ -117,7 +117,7 @@ fn the_typescript_transform_guide_works_as_written() {
 #[test]
 fn the_python_transform_guide_works_as_written() {
     let (steps, output) = follow("guest-sdk/python/README.md");
-    assert_eq!(steps, 4, "the guide's steps: 3 commands, 1 file");
+    assert_eq!(steps, 6, "the guide's steps: 4 commands, 2 files");
     check_won_deals(&output);
 }
 

@@ -25,9 +25,12 @@ Two ways to work on a batch:
 
 Raise `RowError(row, message)` to fail one row and `BatchError(message)` (or any
 exception) to fail the batch; the pipeline's error policy decides what follows.
+
+`sluice_transform.testing` runs a transform on rows in memory, natively, for unit
+tests.
 """
 
-from typing import TYPE_CHECKING
+import importlib.util
 
 from . import log
 from ._model import (
@@ -48,8 +51,7 @@ from ._model import (
     substring,
 )
 
-if TYPE_CHECKING:
-    from ._guest import Batch, Output, Row
+from ._batch import Batch, Output, Row
 
 
 class Transform:
@@ -60,7 +62,7 @@ class Transform:
         """Reads the pipeline's `[transform.params]`. Raise to stop the pipeline with
         your message."""
 
-    def transform(self, batch: "Batch", out: "Output") -> None:
+    def transform(self, batch: Batch, out: Output) -> None:
         """Turns one batch of change rows into records, emitted in order into `out`."""
         raise NotImplementedError("Implement transform(self, batch, out).")
 
@@ -68,6 +70,9 @@ class Transform:
 def export(transform_class):
     """Makes `transform_class` the module's transformer; assign the result to a
     module-level `Transformer`: `Transformer = sluice_transform.export(MyTransform)`."""
+    # Outside a module (unit tests) there are no bindings and nothing to export.
+    if importlib.util.find_spec("wit_world") is None:
+        return transform_class
     from ._guest import export as guest_export
 
     return guest_export(transform_class)
@@ -79,12 +84,15 @@ __all__ = [
     "COMMIT_VERSION",
     "JSON_ROW",
     "TOMBSTONE",
+    "Batch",
     "BatchError",
     "ChangeType",
     "Field",
     "Json",
+    "Output",
     "Params",
     "Record",
+    "Row",
     "RowError",
     "Transform",
     "column",
