@@ -1,10 +1,10 @@
-// The SDK inside the module: batches, rows and output over the host's bindings, and
-// the `transformer` export. `sluice:transform/host` exists only inside a component,
-// so this file is bundled by `sluice build`, never run in Node.
+// The SDK inside the module: the host's bindings behind batch.js's host, and the
+// `transformer` export. `sluice:transform/host` exists only inside a component, so
+// this file is bundled by `sluice build`; Node gets native.js instead.
 
 import { log as hostLog } from 'sluice:transform/host@1.0.0';
+import { Batch, Output } from './batch.js';
 import { BatchError, COMPARISONS, Params, RowError, scalar } from './model.js';
-import { Packer } from './packing.js';
 
 const TO_WIT = {
   insert: 'insert',
@@ -14,13 +14,13 @@ const TO_WIT = {
 };
 const FROM_WIT = Object.fromEntries(Object.entries(TO_WIT).map(([ours, wit]) => [wit, ours]));
 const MICROS_PER_MILLI = 1000n;
+const MILLIS_PER_DAY = 86_400_000;
 
 /** Microseconds as milliseconds, rounded down (also before 1970). */
 function millis(micros) {
   const quotient = micros / MICROS_PER_MILLI;
   return Number(micros < 0n && quotient * MICROS_PER_MILLI !== micros ? quotient - 1n : quotient);
 }
-const MILLIS_PER_DAY = 86_400_000;
 
 /** A typed column's values as JavaScript values. */
 function jsValues({ tag, val }) {
@@ -44,168 +44,51 @@ function hostCall(call) {
   }
 }
 
-const index = (row) => (typeof row === 'number' ? row : row.index);
-
-/** One change row: its index in the batch, change columns and values. */
-export class Row {
-  constructor(batch, index) {
-    this.batch = batch;
-    this.index = index;
-  }
-
-  /** What happened to the row: a `ChangeType` value. */
-  get changeType() {
-    return this.batch.changeTypes()[this.index];
-  }
-
-  /** The Delta version that made the change. */
-  get commitVersion() {
-    return this.batch.commitVersions()[this.index];
-  }
-
-  /** When the change was committed, in microseconds since the epoch (UTC). */
-  get commitTimestamp() {
-    return this.batch.commitTimestamps()[this.index];
-  }
-
-  /** A column's value (null when null): numbers, bigints (Delta `long`), strings,
-   * booleans, Uint8Arrays, Dates (dates and timestamps, millisecond precision). */
-  get(name) {
-    return this.batch.column(name)[this.index];
-  }
-
-  /** Every data column (struct fields under dotted names), nulls left out. */
-  toObject() {
-    const out = {};
-    for (const [name, values] of this.batch.allColumns()) {
-      const value = values[this.index];
-      if (value !== null) out[name] = value;
-    }
-    return out;
-  }
-}
-
-/** One batch of change rows, in commit order. Columns are fetched from the host the
- * first time they are read. */
-export class Batch {
+/** batch.js's host over the component's batch resource. */
+class WitHost {
   constructor(handle) {
     this.handle = handle;
-    this.length = handle.numRows();
-    this.columns = new Map();
-    this.all = false;
   }
 
-  /** Every row, in order. */
-  *rows() {
-    for (let i = 0; i < this.length; i++) yield new Row(this, i);
+  numRows() {
+    return this.handle.numRows();
   }
 
-  /** The row at `i`. */
-  row(i) {
-    if (!(i >= 0 && i < this.length)) throw new RangeError(`The batch has ${this.length} rows, not row ${i}.`);
-    return new Row(this, i);
+  columns(names) {
+    return hostCall(() => this.handle.columns(names)).map((col) => [col.name, jsValues(col.values)]);
   }
 
-  /** A data column's values, one per row (dotted path for struct fields). */
-  column(name) {
-    if (!this.columns.has(name)) {
-      if (this.all) throw new BatchError(`The table has no column \`${name}\`.`);
-      for (const col of hostCall(() => this.handle.columns([name]))) {
-        this.columns.set(col.name, jsValues(col.values));
-      }
-    }
-    return this.columns.get(name);
-  }
-
-  /** Every data column, by name. */
-  allColumns() {
-    if (!this.all) {
-      for (const col of hostCall(() => this.handle.columns([]))) {
-        if (!this.columns.has(col.name)) this.columns.set(col.name, jsValues(col.values));
-      }
-      this.all = true;
-    }
-    return this.columns;
-  }
-
-  /** `_change_type` of each row. */
   changeTypes() {
-    this.types ??= this.handle.changeTypes().map((c) => FROM_WIT[c]);
-    return this.types;
+    return this.handle.changeTypes().map((c) => FROM_WIT[c]);
   }
 
-  /** `_commit_version` of each row, as bigints. */
   commitVersions() {
-    this.versions ??= this.handle.commitVersions();
-    return this.versions;
+    return this.handle.commitVersions();
   }
 
-  /** `_commit_timestamp` of each row, microseconds since the epoch as bigints. */
   commitTimestamps() {
-    this.timestamps ??= this.handle.commitTimestamps();
-    return this.timestamps;
+    return this.handle.commitTimestamps();
   }
 
-  /** Indexes of the rows (of `within`, or of the batch) with one of these change
-   * types, in order. The host does the work. */
-  selectChangeTypes(types, within = undefined) {
-    return this.handle.selectChangeTypes(types.map((c) => TO_WIT[c]), within && Uint32Array.from(within));
+  selectChangeTypes(types, within) {
+    return this.handle.selectChangeTypes(types.map((c) => TO_WIT[c]), within);
   }
 
-  /** Indexes of the rows (of `within`, or of the batch) where `column op value`
-   * holds; `op` is `==`, `!=`, `<`, `<=`, `>`, `>=`, `is null` or `is not null`. */
-  selectWhere(column, op, value = null, within = undefined) {
-    const comparison = COMPARISONS[op];
-    if (!comparison) {
-      throw new TypeError(`Unknown comparison \`${op}\`; use one of ${Object.keys(COMPARISONS).join(', ')}.`);
-    }
-    const predicate = { column, op: comparison, value: scalar(value) };
-    return hostCall(() => this.handle.selectWhere(predicate, within && Uint32Array.from(within)));
-  }
-}
-
-/** Where a transform puts its records, in order. */
-export class Output {
-  constructor(handle) {
-    this.handle = handle;
-    this.packer = new Packer();
+  selectWhere(column, op, value, within) {
+    const predicate = { column, op: COMPARISONS[op], value: scalar(value) };
+    return hostCall(() => this.handle.selectWhere(predicate, within));
   }
 
-  /** Emits a record made from `row` (a Row or its index): `{ key, value, topic,
-   * partition, headers }`, strings or Uint8Arrays; no `value` makes a tombstone. */
-  emit(row, record) {
-    this.packer.add(index(row), record);
-  }
-
-  /** Marks a row as failed, with why; the transform carries on with the others. */
-  reject(row, message) {
-    this.flush();
-    this.handle.reject(index(row), message);
-  }
-
-  /** Has the host make one record per row in `rows`, natively: `key` a field
-   * (rendered as text), `value` a `json({...})`, `JSON_ROW` or `TOMBSTONE`, deletes as
-   * tombstones when `deleteAsTombstone`, `headers` `{ name: field }`. Returns how many
-   * records it made. No value passes through JavaScript, so this is the fast way. */
-  encode({ rows, key = undefined, value, deleteAsTombstone = false, topic = undefined, headers = {} }) {
-    const spec = {
-      rows: Uint32Array.from(rows),
-      key,
-      value,
-      deleteAsTombstone,
-      topic,
-      headers: Array.isArray(headers) ? headers : Object.entries(headers),
-    };
-    this.flush();
+  encode(spec) {
     return hostCall(() => this.handle.emitEncoded(spec));
   }
 
-  /** Sends the records emitted so far to the host (done for you). */
-  flush() {
-    if (this.packer.length) {
-      this.handle.emitPacked(this.packer.packed());
-      this.packer.clear();
-    }
+  emitPacked(packed) {
+    this.handle.emitPacked(packed);
+  }
+
+  reject(row, message) {
+    this.handle.reject(row, message);
   }
 }
 
@@ -233,9 +116,10 @@ export function exportTransform(TransformClass) {
       }
     },
     transform(handle) {
-      const out = new Output(handle);
+      const host = new WitHost(handle);
+      const out = new Output(host);
       try {
-        transform.transform(new Batch(handle), out);
+        transform.transform(new Batch(host), out);
         out.flush();
       } catch (error) {
         if (error instanceof RowError) throw { tag: 'row', val: { row: error.row, message: error.message } };
