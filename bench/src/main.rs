@@ -45,8 +45,10 @@ fn main() -> anyhow::Result<()> {
         .map_or_else(|| root.join("target"), PathBuf::from)
         .join("guests");
     let options = sluice_build::BuildOptions::new(target.clone(), target.join("components"));
-    let build =
-        |name: &str| sluice_build::build_transform(&root.join("transforms").join(name), &options);
+    let build = |name: &str| {
+        sluice_build::build_transform(&root.join("transforms").join(name), &options)
+            .map(|built| built.component)
+    };
     let gold = build("gold-deals")?;
     let helpers = build("gold-deals-helpers")?;
 

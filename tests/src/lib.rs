@@ -88,7 +88,8 @@ pub fn transform_component(name: &str) -> PathBuf {
         target_dir().join("guests").join("components"),
     );
     let path = sluice_build::build_transform(&repo_root().join("transforms").join(name), &options)
-        .unwrap_or_else(|e| panic!("building transform {name} failed: {e}"));
+        .unwrap_or_else(|e| panic!("building transform {name} failed: {e}"))
+        .component;
     built.insert(name.to_string(), path.clone());
     path
 }

@@ -76,7 +76,8 @@ fn main() -> anyhow::Result<()> {
     let module = sluice_build::build_transform(
         &root.join("transforms/passthrough"),
         &sluice_build::BuildOptions::new(target.join("guests"), target.join("guests/components")),
-    )?;
+    )?
+    .component;
     let work = tempfile::tempdir()?;
     let table = work.path().join("deals");
     let made = Command::new("python3")

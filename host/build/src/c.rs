@@ -8,7 +8,7 @@ use std::process::Command;
 
 use wit_bindgen_core::Files;
 
-use crate::tools::{absolute, io, run};
+use crate::tools::{absolute, io, run, write_file};
 use crate::{BuildError, BuildOptions, Language};
 
 /// Compilers tried, in order: Debian's versioned clang first, whose wasm32 runtime
@@ -109,10 +109,8 @@ pub fn write_bindings(dir: &Path) -> Result<(), BuildError> {
     .build()
     .generate(&mut resolve, world, &mut files)
     .map_err(|e| failed(format!("{e:#}")))?;
-    std::fs::create_dir_all(dir).map_err(|source| io(dir, source))?;
     for (name, contents) in files.iter() {
-        let path = dir.join(name);
-        std::fs::write(&path, contents).map_err(|source| io(&path, source))?;
+        write_file(&dir.join(name), contents)?;
     }
     Ok(())
 }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::tools::{absolute, install_once, io, run};
+use crate::tools::{absolute, install_once, io, run, write_file};
 use crate::{BuildError, BuildOptions, Language};
 
 /// The componentize-js release transforms are built with.
@@ -54,27 +54,26 @@ fn module_name(dir: &Path) -> Result<String, BuildError> {
     })
 }
 
-pub(crate) fn build(dir: &Path, options: &BuildOptions) -> Result<PathBuf, BuildError> {
+/// Builds the project in `dir`; `language` (JavaScript or TypeScript, as
+/// `Language::detect` told) names it in messages.
+pub(crate) fn build(
+    dir: &Path,
+    language: Language,
+    options: &BuildOptions,
+) -> Result<PathBuf, BuildError> {
     let dir = absolute(dir);
     let entry = absolute(&entry(&dir)?);
-    let language = if entry.extension().is_some_and(|x| x == "ts") {
-        Language::TypeScript
-    } else {
-        Language::JavaScript
-    };
     let name = module_name(&dir)?;
     let tools = install_tools(&options.tools_dir)?;
     let work = absolute(&options.target_dir.join("sluice-js").join(&name));
-    std::fs::create_dir_all(&work).map_err(|source| io(&work, source))?;
     let contract = crate::write_contract(&work)?;
 
     let bundle = work.join("bundle.js");
     let config = work.join("rolldown.config.mjs");
-    std::fs::write(
+    write_file(
         &config,
         rolldown_config(&dir, &entry, &bundle, &options.sdk_dir),
-    )
-    .map_err(|source| io(&config, source))?;
+    )?;
     run(
         Command::new(tools.join("node_modules/.bin/rolldown"))
             .arg("--config")

@@ -153,26 +153,34 @@ pub fn default_tools_dir() -> PathBuf {
     cache.join("sluice").join("tools")
 }
 
-/// Builds the transform project in `dir`, whatever its language, and returns the
-/// component's path.
-pub fn build_transform(dir: &Path, options: &BuildOptions) -> Result<PathBuf, BuildError> {
-    match Language::detect(dir)? {
-        Language::Rust => rust::build(dir, options),
-        Language::JavaScript | Language::TypeScript => javascript::build(dir, options),
-        Language::Python => python::build(dir, options),
-        Language::C => c::build(dir, options),
-    }
+/// A built transform.
+#[derive(Clone, Debug)]
+pub struct Built {
+    /// The component's path.
+    pub component: PathBuf,
+    /// The language it was written in.
+    pub language: Language,
 }
 
-/// Writes the contract's WIT into `dir` and returns the file.
+/// Builds the transform project in `dir`, whatever its language.
+pub fn build_transform(dir: &Path, options: &BuildOptions) -> Result<Built, BuildError> {
+    let language = Language::detect(dir)?;
+    let component = match language {
+        Language::Rust => rust::build(dir, options),
+        Language::JavaScript | Language::TypeScript => javascript::build(dir, language, options),
+        Language::Python => python::build(dir, options),
+        Language::C => c::build(dir, options),
+    }?;
+    Ok(Built {
+        component,
+        language,
+    })
+}
+
+/// Writes the contract's WIT into `dir` (made if missing) and returns the file.
 fn write_contract(dir: &Path) -> Result<PathBuf, BuildError> {
     let path = dir.join("transform.wit");
-    std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&path, CONTRACT_WIT))
-        .map_err(|source| BuildError::Io {
-            path: path.clone(),
-            source,
-        })?;
+    tools::write_file(&path, CONTRACT_WIT)?;
     Ok(path)
 }
 
@@ -197,12 +205,7 @@ fn write_component(
         reason,
     })?;
     let out = options.out_dir.join(format!("{name}.wasm"));
-    std::fs::create_dir_all(&options.out_dir)
-        .and_then(|()| std::fs::write(&out, component))
-        .map_err(|source| BuildError::Io {
-            path: out.clone(),
-            source,
-        })?;
+    tools::write_file(&out, component)?;
     Ok(out)
 }
 
@@ -239,7 +242,7 @@ fn check_exports(component: &[u8]) -> Result<(), String> {
 /// Wraps a core module that embeds the contract's component type section into a
 /// component; WASI preview 1 imports (C's libc) go through the preview 2 adapter,
 /// which the host seals.
-pub fn componentize(module: &[u8]) -> Result<Vec<u8>, String> {
+fn componentize(module: &[u8]) -> Result<Vec<u8>, String> {
     wit_component::ComponentEncoder::default()
         .module(module)
         .and_then(|encoder| {

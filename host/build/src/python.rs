@@ -20,7 +20,6 @@ pub(crate) fn build(dir: &Path, options: &BuildOptions) -> Result<PathBuf, Build
     let name = crate::dir_name(&dir);
     let componentize_py = componentize_py(&options.tools_dir)?;
     let work = absolute(&options.target_dir.join("sluice-python").join(&name));
-    std::fs::create_dir_all(&work).map_err(|source| io(&work, source))?;
     let contract = crate::write_contract(&work)?;
     let component = work.join(format!("{name}.wasm"));
     run(

@@ -83,6 +83,14 @@ pub(crate) fn install_once(
     Ok(())
 }
 
+/// Writes `contents` to `path`, making its folder first.
+pub(crate) fn write_file(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), BuildError> {
+    path.parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(path, contents))
+        .map_err(|source| io(path, source))
+}
+
 pub(crate) fn io(path: &Path, source: std::io::Error) -> BuildError {
     BuildError::Io {
         path: path.to_path_buf(),

@@ -325,19 +325,19 @@ async fn main() -> anyhow::Result<()> {
                 options.sdk_dir = sdk_dir;
             }
             let started = std::time::Instant::now();
-            let language = sluice_build::Language::detect(&dir)?;
             let built =
                 tokio::task::spawn_blocking(move || sluice_build::build_transform(&dir, &options))
                     .await
                     .context("the build task failed")??;
-            let size = std::fs::metadata(&built).map_or(0, |m| m.len());
+            let size = std::fs::metadata(&built.component).map_or(0, |m| m.len());
             eprintln!(
-                "Built a {language} transform: {} ({:.1} MiB) in {:.1} s.",
-                built.display(),
+                "Built a {} transform: {} ({:.1} MiB) in {:.1} s.",
+                built.language,
+                built.component.display(),
                 size as f64 / (1024.0 * 1024.0),
                 started.elapsed().as_secs_f64()
             );
-            println!("{}", built.display());
+            println!("{}", built.component.display());
             Ok(())
         }
         Command::Init { lang, dir, sdk_dir } => {
