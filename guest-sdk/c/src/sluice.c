@@ -182,6 +182,8 @@ bool exports_sluice_transform_transformer_init(transform_list_tuple2_string_stri
 struct sluice_column {
   sluice_transform_types_column_t *raw;
   char *name;
+  /* The one-column list it came in, when fetched by name; empty otherwise. */
+  sluice_transform_host_list_column_t owned;
 };
 
 struct sluice_batch {
@@ -192,6 +194,7 @@ struct sluice_batch {
   transform_list_s64_t versions, timestamps;
   sluice_transform_host_list_column_t columns;
   struct sluice_column *wrapped;
+  bytes_t named; /* struct sluice_column *, fetched one by one by name */
   bytes_t selections; /* transform_list_u32_t, freed with the batch */
 };
 
@@ -221,16 +224,22 @@ int64_t sluice_row_commit_timestamp(sluice_batch *batch, uint32_t row) {
   return batch->timestamps.ptr[row];
 }
 
+/* Asks the host for the named columns (all when `names` is empty); on failure sets
+ * the host's reason as the batch error. */
+static bool fetch_columns(sluice_batch *batch, transform_list_string_t *names,
+                          sluice_transform_host_list_column_t *columns) {
+  transform_string_t err;
+  if (sluice_transform_host_method_batch_columns(batch->handle, names, columns, &err)) return true;
+  sluice_fail_batch("%.*s", (int)err.len, (const char *)err.ptr);
+  transform_string_free(&err);
+  return false;
+}
+
 /* Fetches every data column once, on first use. */
 static bool load_columns(sluice_batch *batch) {
   if (batch->have_columns) return true;
   transform_list_string_t none = {NULL, 0};
-  transform_string_t err;
-  if (!sluice_transform_host_method_batch_columns(batch->handle, &none, &batch->columns, &err)) {
-    sluice_fail_batch("Cannot read the batch's columns: %.*s", (int)err.len, (const char *)err.ptr);
-    transform_string_free(&err);
-    return false;
-  }
+  if (!fetch_columns(batch, &none, &batch->columns)) return false;
   batch->wrapped = calloc(batch->columns.len + 1, sizeof(struct sluice_column));
   for (size_t i = 0; i < batch->columns.len; i++) {
     batch->wrapped[i].raw = &batch->columns.ptr[i];
@@ -249,13 +258,28 @@ const sluice_column *sluice_column_at(sluice_batch *batch, size_t index) {
   return &batch->wrapped[index];
 }
 
+/* Only the columns a transform names are fetched, so reading three columns of a
+ * wide table does not convert the others. */
 const sluice_column *sluice_column_named(sluice_batch *batch, const char *name) {
-  if (!load_columns(batch)) return NULL;
-  for (size_t i = 0; i < batch->columns.len; i++) {
+  for (size_t i = 0; i < COUNT(batch->named, struct sluice_column *); i++) {
+    struct sluice_column *column = AT(batch->named, struct sluice_column *)[i];
+    if (strcmp(column->name, name) == 0) return column;
+  }
+  for (size_t i = 0; batch->have_columns && i < batch->columns.len; i++) {
     if (strcmp(batch->wrapped[i].name, name) == 0) return &batch->wrapped[i];
   }
-  sluice_fail_batch("The table has no column `%s`.", name);
-  return NULL;
+  transform_string_t wanted = wit_string(name);
+  transform_list_string_t names = {&wanted, 1};
+  struct sluice_column *column = calloc(1, sizeof *column);
+  if (!column) abort();
+  if (!fetch_columns(batch, &names, &column->owned)) {
+    free(column);
+    return NULL;
+  }
+  column->raw = &column->owned.ptr[0];
+  column->name = copy_text((const uint8_t *)name, strlen(name));
+  PUSH(&batch->named, struct sluice_column *, column);
+  return column;
 }
 
 const char *sluice_column_name(const sluice_column *column) { return column->name; }
@@ -359,6 +383,13 @@ static void free_batch(sluice_batch *batch) {
     free(batch->wrapped);
     sluice_transform_host_list_column_free(&batch->columns);
   }
+  for (size_t i = 0; i < COUNT(batch->named, struct sluice_column *); i++) {
+    struct sluice_column *column = AT(batch->named, struct sluice_column *)[i];
+    free(column->name);
+    sluice_transform_host_list_column_free(&column->owned);
+    free(column);
+  }
+  free(batch->named.data);
   for (size_t i = 0; i < COUNT(batch->selections, transform_list_u32_t); i++) {
     transform_list_u32_free(&AT(batch->selections, transform_list_u32_t)[i]);
   }
