@@ -18,6 +18,12 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 say "Building sluice and the gold-deals transform"
 cargo build --locked -q -p sluice
 sluice=$CARGO_TARGET_DIR/debug/sluice
+# Put this build on PATH (cargo's bin folder, where rustup's tools are) so the README's
+# `sluice ...` examples work after the demo; `cargo install --locked --path host/cli`
+# replaces it with an optimised build.
+bin_dir=${CARGO_HOME:-$HOME/.cargo}/bin
+mkdir -p "$bin_dir" && ln -sf "$sluice" "$bin_dir/sluice"
+echo "sluice is on PATH: $bin_dir/sluice -> $sluice"
 rm -rf "$work" && mkdir -p "$work"
 module=$("$sluice" build transforms/gold-deals --out-dir "$work" --target-dir "$CARGO_TARGET_DIR/guests")
 echo "Transform component: $module ($(stat -c %s "$module") bytes)"

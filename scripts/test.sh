@@ -17,9 +17,19 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 python3 -m pytest -q guest-sdk/python/tests
 node --test guest-sdk/js/test/
 
-"$root/scripts/kafka.sh" start
+# A broker that was already running (the demo's, a developer's) is used and left running;
+# only what this script starts is stopped. The fault-test cluster is always started anew.
+started_kafka=false
+if ! "$root/scripts/kafka.sh" status >/dev/null 2>&1; then
+  "$root/scripts/kafka.sh" start
+  started_kafka=true
+fi
+stop_services() {
+  if $started_kafka; then "$root/scripts/kafka.sh" stop; fi
+  "$root/scripts/kafka.sh" cluster-stop
+}
+trap stop_services EXIT
 "$root/scripts/kafka.sh" cluster-start
-trap '"$root/scripts/kafka.sh" stop; "$root/scripts/kafka.sh" cluster-stop' EXIT
 export SLUICE_TEST_KAFKA=127.0.0.1:${SLUICE_KAFKA_PORT:-19092}
 export SLUICE_TEST_KAFKA_SCRAM=127.0.0.1:${SLUICE_KAFKA_SCRAM_PORT:-19094}
 export SLUICE_TEST_KAFKA_TLS=127.0.0.1:${SLUICE_KAFKA_TLS_PORT:-19095}

@@ -3,9 +3,9 @@
 table of the CDF golden suite, written as golden files the tests compare the reader with.
 
     py=$(scripts/spark_env.sh)
-    "$py" tests/support/spark_changes.py [--shared DIR] [--generated DIR] [--out DIR] [--arrow-dir DIR]
+    "$py" tests/support/spark_changes.py [--external DIR] [--generated DIR] [--out DIR] [--arrow-dir DIR]
 
-Tables: every table under the shared fixtures (default ../shared/delta-tables relative to
+Tables: every table under the fixtures written by other engines (default tests/data/delta-tables in
 the repository; groups spark/ and kernel/) whose log turns delta.enableChangeDataFeed on,
 and every table under tests/data/cdf/ (group generated/, made by make_cdf_tables.py).
 
@@ -58,7 +58,7 @@ from spark_session import delta_spark  # noqa: E402
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GOLDEN = os.path.join(REPO, "tests", "golden", "cdf")
 GENERATED = os.path.join(REPO, "tests", "data", "cdf")
-DEFAULT_SHARED = os.path.join(REPO, "..", "shared", "delta-tables")
+DEFAULT_EXTERNAL = os.path.join(REPO, "tests", "data", "delta-tables")
 METADATA_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
@@ -143,14 +143,14 @@ def _cdf_on(metadata):
     return str(_config(metadata).get("delta.enableChangeDataFeed", "false")).lower() == "true"
 
 
-def discover(shared, generated):
+def discover(external, generated):
     """[(group, name, key, path)] for every table of the suite."""
     tables = []
     for group in ("spark", "kernel"):
-        for path in sorted(glob.glob(os.path.join(shared, group, "*"))):
+        for path in sorted(glob.glob(os.path.join(external, group, "*"))):
             if os.path.isdir(os.path.join(path, "_delta_log")) and TableLog(path).first_cdf is not None:
                 name = os.path.basename(path)
-                tables.append((group, name, f"shared:{group}/{name}", path))
+                tables.append((group, name, f"external:{group}/{name}", path))
     for path in sorted(glob.glob(os.path.join(generated, "*"))):
         if os.path.isdir(os.path.join(path, "_delta_log")):
             name = os.path.basename(path)
@@ -256,7 +256,7 @@ def manifest_text(manifest):
 
 def main():
     parser = argparse.ArgumentParser(description="Write the CDF golden files with Spark.")
-    parser.add_argument("--shared", default=DEFAULT_SHARED, help="the shared delta-tables folder")
+    parser.add_argument("--external", default=DEFAULT_EXTERNAL, help="the folder of tables written by other engines")
     parser.add_argument("--generated", default=GENERATED, help="the generated tables' folder")
     parser.add_argument("--out", default=GOLDEN, help="where the golden tree goes")
     parser.add_argument("--arrow-dir", help="also write Spark's rows as Arrow IPC here")
@@ -266,7 +266,7 @@ def main():
     import pyspark
     from importlib.metadata import version as package_version
 
-    tables = discover(os.path.abspath(args.shared), os.path.abspath(args.generated))
+    tables = discover(os.path.abspath(args.external), os.path.abspath(args.generated))
     spark = delta_spark("sluice-cdf-golden")
     spark.conf.set("spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration", "false")
     spark.conf.set("spark.databricks.delta.changeDataFeed.allowTimeTravelOptionsForSchema", "true")
@@ -282,7 +282,7 @@ def main():
     try:
         for group, name, key, original in tables:
             log = TableLog(original)
-            path = scratch_copy(original, scratch) if key.startswith("shared:") else original
+            path = scratch_copy(original, scratch) if key.startswith("external:") else original
             entry = {
                 "table": key,
                 "golden_dir": f"{group}/{name}",

@@ -1,6 +1,6 @@
 //! The change feed reader against Spark's `table_changes()`: for every table and
 //! version range in `tests/golden/cdf/manifest.json` (Spark, Databricks and DLT tables in
-//! `../shared/delta-tables`, and generated tables in `tests/data/cdf`), the rows Sluice
+//! `tests/data/delta-tables`, and generated tables in `tests/data/cdf`), the rows Sluice
 //! reads equal the rows Spark returned, or both refuse the range. The golden files come
 //! from `tests/support/spark_changes.py`; `tests/support/compare_changes.py` compares.
 
@@ -25,10 +25,10 @@ use sluice_tests::repo_root;
 /// version 6 when the vector is dropped); Spark's own snapshots of versions 5 and 6
 /// both still hold value 3, and its change feed agrees with them.
 const KNOWN_DIFFERENCES: &[(&str, u64, u64)] = &[
-    ("shared:kernel/cdf-table-with-dv", 0, 6),
-    ("shared:kernel/cdf-table-with-dv", 1, 5),
-    ("shared:kernel/cdf-table-with-dv", 5, 5),
-    ("shared:kernel/cdf-table-with-dv", 6, 6),
+    ("external:kernel/cdf-table-with-dv", 0, 6),
+    ("external:kernel/cdf-table-with-dv", 1, 5),
+    ("external:kernel/cdf-table-with-dv", 5, 5),
+    ("external:kernel/cdf-table-with-dv", 6, 6),
 ];
 
 fn golden_dir() -> PathBuf {

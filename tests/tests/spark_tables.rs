@@ -10,8 +10,8 @@ use sluice_tests::{
     transform_component, unique_topic,
 };
 
-fn shared_table(name: &str) -> PathBuf {
-    let path = repo_root().join("../shared/delta-tables/spark").join(name);
+fn spark_table(name: &str) -> PathBuf {
+    let path = repo_root().join("tests/data/delta-tables/spark").join(name);
     assert!(path.is_dir(), "fixture {} is missing", path.display());
     path
 }
@@ -65,7 +65,7 @@ fn streamed(table: &Path) -> Vec<String> {
 }
 
 fn assert_same_changes(name: &str) {
-    let table = shared_table(name);
+    let table = spark_table(name);
     let want = expected(&table);
     assert!(!want.is_empty());
     assert_eq!(
