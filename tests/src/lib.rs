@@ -295,6 +295,81 @@ pub fn run_expecting_failure(config: &Path) -> String {
     stderr
 }
 
+/// How a process ended and the most memory it held.
+#[derive(Debug)]
+pub struct Measured {
+    /// Its exit code, `None` when a signal ended it.
+    pub code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+    /// What it wrote to stderr.
+    pub stderr: String,
+    /// Its peak resident set size, in bytes (from `wait4`'s resource usage).
+    pub peak_rss: u64,
+}
+
+/// A memory cgroup (v1) that caps what the processes put into it may hold, removed when
+/// dropped: a runaway child is killed there instead of taking the machine down.
+struct MemoryCgroup {
+    dir: PathBuf,
+}
+
+impl MemoryCgroup {
+    /// A new cgroup capped at `limit` bytes, or `None` where the machine has no
+    /// writable memory controller.
+    fn new(limit: u64) -> Option<MemoryCgroup> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = Path::new("/sys/fs/cgroup/memory")
+            .join(format!("sluice-test-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let cgroup = MemoryCgroup { dir };
+        std::fs::write(cgroup.dir.join("memory.limit_in_bytes"), limit.to_string()).ok()?;
+        Some(cgroup)
+    }
+
+    fn add(&self, pid: u32) {
+        let _ = std::fs::write(self.dir.join("cgroup.procs"), pid.to_string());
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Runs `command` to its end, stdout discarded, and measures its peak memory. Where
+/// the machine allows it, the process runs in a memory cgroup capped at `guard` bytes,
+/// so a regression is killed (and reported as a signal) rather than exhausting memory.
+pub fn run_measured(mut command: Command, guard: u64) -> Measured {
+    let log = tempfile::NamedTempFile::new().expect("a temporary file");
+    let cgroup = MemoryCgroup::new(guard);
+    // Reaped by wait4 below, which also gives its resource usage.
+    #[allow(clippy::zombie_processes)]
+    let child = command
+        .stdout(Stdio::null())
+        .stderr(log.reopen().expect("the log reopens"))
+        .spawn()
+        .expect("the command starts");
+    if let Some(cgroup) = &cgroup {
+        cgroup.add(child.id());
+    }
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `child` is our own child, not yet waited for; the pointers are valid.
+    let waited = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(waited, child.id() as i32, "wait4 failed");
+    Measured {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+        stderr: std::fs::read_to_string(log.path()).unwrap_or_default(),
+        // Linux reports ru_maxrss in KiB.
+        peak_rss: usage.ru_maxrss as u64 * 1024,
+    }
+}
+
 /// Starts `sluice run --config <config>` in the background.
 pub fn spawn_sluice(config: &Path) -> Child {
     Command::new(sluice_binary())

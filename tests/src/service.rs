@@ -149,6 +149,15 @@ impl Serve {
         child.wait().expect("sluice serve exits").success()
     }
 
+    /// The service's peak resident set size so far, in bytes (`VmHWM`).
+    pub fn peak_rss(&self) -> Option<u64> {
+        let pid = self.child.as_ref()?.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    }
+
     /// Whether the process is still alive.
     pub fn is_running(&mut self) -> bool {
         self.child

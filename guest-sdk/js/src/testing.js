@@ -136,6 +136,12 @@ class MemoryHost {
   }
 
   reject(row, message) {
+    // The host traps when a row is rejected twice; so does this harness.
+    if (this.result.rejected.some(([rejected]) => rejected === row)) {
+      throw new Error(
+        `host limit exceeded: row ${row} was rejected a second time; a row is rejected at most once`,
+      );
+    }
     this.result.rejected.push([row, message]);
   }
 }

@@ -69,3 +69,14 @@ test('errors and missing columns surface', () => {
   assert.throws(() => run(Missing, batch), /no column named `nope`/);
   assert.throws(() => new TestBatch({ a: [1], b: [1, 2] }), /same number of rows/);
 });
+
+test('a row rejected twice fails as on the host', () => {
+  class RejectsTwice {
+    transform(b, out) {
+      const [row] = b.rows();
+      out.reject(row, 'first reason');
+      out.reject(row, 'second reason');
+    }
+  }
+  assert.throws(() => run(RejectsTwice, batch), /rejected at most once/);
+});

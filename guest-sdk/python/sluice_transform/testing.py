@@ -130,6 +130,12 @@ class _MemoryHost:
         self._result.rows.extend(lists["source_rows"])
 
     def reject(self, row: int, message: str) -> None:
+        # The host traps when a row is rejected twice; so does this harness.
+        if any(rejected == row for rejected, _ in self._result.rejected):
+            raise RuntimeError(
+                f"host limit exceeded: row {row} was rejected a second time; "
+                "a row is rejected at most once"
+            )
         self._result.rejected.append((row, message))
 
 

@@ -72,3 +72,14 @@ def test_errors_and_missing_columns_surface():
         run(Missing, BATCH)
     with pytest.raises(ValueError, match="same number of rows"):
         TestBatch({"a": [1], "b": [1, 2]})
+
+
+def test_a_row_rejected_twice_fails_as_on_the_host():
+    class RejectsTwice(sluice.Transform):
+        def transform(self, batch, out):
+            row = next(iter(batch.rows()))
+            out.reject(row, "first reason")
+            out.reject(row, "second reason")
+
+    with pytest.raises(RuntimeError, match="rejected at most once"):
+        run(RejectsTwice, BATCH)

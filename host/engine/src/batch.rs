@@ -1,12 +1,19 @@
 //! The batch resource a version-1 module reads and emits through, and the host side
 //! of the contract's imports.
 
+use std::ops::ControlFlow;
+
 use delta_kernel::arrow::ipc::writer::StreamWriter;
 use delta_kernel::arrow::record_batch::RecordBatch;
-use sluice_model::helpers::{self as model, HelperError};
-use sluice_model::{ChangeType, PackedRecords, Record};
+use sluice_model::helpers::{self as model, CHANGE_COLUMNS, HelperError, RecordSink};
+use sluice_model::{ChangeType, PackedRecords, Record, leaf_columns};
 use wasmtime::component::Resource;
 
+use crate::budget::{
+    CallDeadline, HostLimitExceeded, MAX_ENCODED_FIELDS, MAX_ENCODED_HEADERS,
+    MAX_REJECTION_MESSAGE_BYTES, OutputBudget, ResultBudget, check_count, held_record_bytes,
+    record_bytes, rejection_bytes, truncated,
+};
 use crate::contract::v1::sluice::transform::host;
 use crate::contract::v1::sluice::transform::types as wit;
 use crate::convert;
@@ -18,10 +25,11 @@ pub struct BatchState {
     batch: RecordBatch,
     pub(crate) records: Vec<Record>,
     pub(crate) rejected: Vec<(u32, String)>,
+    /// Which rows were rejected (sized on the first rejection): one rejection per row.
+    rejected_rows: Vec<bool>,
     /// The first contract violation in the module's output, reported after the call.
     pub(crate) bad_output: Option<String>,
-    output_bytes: usize,
-    max_output_bytes: usize,
+    output: OutputBudget,
 }
 
 impl BatchState {
@@ -30,9 +38,9 @@ impl BatchState {
             batch,
             records: Vec::new(),
             rejected: Vec::new(),
+            rejected_rows: Vec::new(),
             bad_output: None,
-            output_bytes: 0,
-            max_output_bytes,
+            output: OutputBudget::new(max_output_bytes),
         }
     }
 
@@ -40,37 +48,64 @@ impl BatchState {
         self.batch.num_rows() as u32
     }
 
-    fn add(&mut self, records: Vec<Record>) {
-        if self.bad_output.is_some() {
-            return;
-        }
-        let bytes: usize = records
-            .iter()
-            .map(|r| {
-                r.key.as_ref().map_or(0, Vec::len)
-                    + r.value.as_ref().map_or(0, Vec::len)
-                    + r.headers
-                        .iter()
-                        .map(|(k, v)| k.len() + v.len())
-                        .sum::<usize>()
-            })
-            .sum();
-        self.output_bytes += bytes;
-        if self.output_bytes > self.max_output_bytes {
-            self.bad_output = Some(format!(
-                "the module emitted more than {} MiB of records for one batch (the [transform] max_output_mib limit)",
-                self.max_output_bytes / (1024 * 1024)
-            ));
-            self.records.clear();
-            return;
-        }
-        self.records.extend(records);
+    /// What the host holds for the module's records and rejections.
+    #[cfg(test)]
+    pub(crate) fn held_output_bytes(&self) -> usize {
+        self.records.iter().map(record_bytes).sum::<usize>()
+            + self
+                .rejected
+                .iter()
+                .map(|(_, message)| rejection_bytes(message.len()))
+                .sum::<usize>()
     }
 
     fn fail(&mut self, message: String) {
         self.bad_output.get_or_insert(message);
     }
+
+    /// Refuses a list of row indexes longer than the batch.
+    fn check_rows(&self, call: &'static str, rows: usize) -> Result<(), HostLimitExceeded> {
+        let num_rows = self.batch.num_rows();
+        check_count(call, "row indexes", rows, num_rows, || {
+            format!("the batch has {num_rows} rows")
+        })
+    }
 }
+
+/// Records `emit-encoded` makes, charged to the batch's output budget and checked
+/// against the deadline one by one, so a costly spec stops as soon as it crosses.
+struct ChargedRecords<'a> {
+    records: Vec<Record>,
+    output: &'a mut OutputBudget,
+    deadline: CallDeadline,
+    stopped: Option<HostLimitExceeded>,
+}
+
+impl RecordSink for ChargedRecords<'_> {
+    fn push_record(&mut self, record: Record) -> ControlFlow<()> {
+        let charged = self
+            .deadline
+            .check(EMIT_ENCODED)
+            .and_then(|()| self.output.charge(EMIT_ENCODED, record_bytes(&record)));
+        match charged {
+            Ok(()) => {
+                self.records.push(record);
+                ControlFlow::Continue(())
+            }
+            Err(limit) => {
+                self.stopped = Some(limit);
+                ControlFlow::Break(())
+            }
+        }
+    }
+}
+
+const COLUMNS: &str = "columns";
+const ARROW_IPC: &str = "arrow-ipc";
+const EMIT_ENCODED: &str = "emit-encoded";
+const EMIT_PACKED: &str = "emit-packed";
+const EMIT: &str = "emit";
+const REJECT: &str = "reject";
 
 fn batch<'a>(
     state: &'a mut HostState,
@@ -170,6 +205,43 @@ pub(crate) fn arrow_ipc(batch: &RecordBatch) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// What the host will hold for packed records once unpacked: every record's frame, the
+/// data (keys, values and header values are copied out of it), and a copy of a topic or
+/// header name for each record or header naming it. Computed from the lists, before
+/// anything is copied.
+fn unpacked_bytes(packed: &wit::PackedRecords) -> usize {
+    let name_len = |names: &[String], index: usize| names.get(index).map_or(0, String::len);
+    let topics: usize = packed
+        .topic_indexes
+        .iter()
+        .map(|&t| {
+            (t as usize)
+                .checked_sub(1)
+                .map_or(0, |t| name_len(&packed.topics, t))
+        })
+        .sum();
+    let header_names: usize = packed
+        .header_name_indexes
+        .iter()
+        .map(|&i| name_len(&packed.header_names, i as usize))
+        .sum();
+    packed.source_rows.len() * std::mem::size_of::<Record>()
+        + packed.data.len()
+        + topics
+        + packed.header_name_indexes.len() * std::mem::size_of::<(String, Vec<u8>)>()
+        + header_names
+}
+
+/// What the host will hold for a record `emit` was given.
+fn output_record_bytes(record: &wit::OutputRecord) -> usize {
+    held_record_bytes(
+        record.topic.as_ref(),
+        record.key.as_ref(),
+        record.value.as_ref(),
+        record.headers.iter().map(|h| (h.key.len(), h.value.len())),
+    )
+}
+
 fn unpack(packed: wit::PackedRecords, num_rows: u32) -> Result<Vec<Record>, String> {
     PackedRecords {
         data: packed.data,
@@ -188,6 +260,32 @@ fn unpack(packed: wit::PackedRecords, num_rows: u32) -> Result<Vec<Record>, Stri
     .map_err(|e| format!("malformed packed records: {e}"))
 }
 
+/// The bytes of an array's own rows (not of the buffers a slice shares with others).
+fn slice_bytes(array: &dyn delta_kernel::arrow::array::Array) -> usize {
+    array.to_data().get_slice_memory_size().unwrap_or(0)
+}
+
+/// The result size `columns` would build for `names`, at least: a slot per row per
+/// column and the column's data.
+fn columns_bytes(batch: &RecordBatch, names: &[String]) -> Result<usize, HostLimitExceeded> {
+    let leaves = leaf_columns(batch, &CHANGE_COLUMNS);
+    check_count(COLUMNS, "column names", names.len(), leaves.len(), || {
+        format!("the batch has {} data columns", leaves.len())
+    })?;
+    let estimate = |leaf: &sluice_model::LeafColumn| {
+        leaf.array.len() * std::mem::size_of::<Option<String>>() + slice_bytes(&leaf.array)
+    };
+    Ok(if names.is_empty() {
+        leaves.iter().map(estimate).sum()
+    } else {
+        names
+            .iter()
+            .filter_map(|name| leaves.iter().find(|leaf| &leaf.name == name))
+            .map(estimate)
+            .sum()
+    })
+}
+
 fn helper_message(e: HelperError) -> String {
     e.0
 }
@@ -198,7 +296,17 @@ impl host::HostBatch for HostState {
     }
 
     fn arrow_ipc(&mut self, handle: Resource<BatchState>) -> wasmtime::Result<Vec<u8>> {
+        self.deadline.check(ARROW_IPC)?;
+        let mut result = ResultBudget::new(ARROW_IPC, self.limiter.memory_limit());
         let state = batch(self, &handle)?;
+        result.charge(
+            state
+                .batch
+                .columns()
+                .iter()
+                .map(|column| slice_bytes(column))
+                .sum(),
+        )?;
         arrow_ipc(&state.batch)
             .map_err(|e| wasmtime::Error::msg(format!("cannot encode the batch as Arrow IPC: {e}")))
     }
@@ -208,7 +316,11 @@ impl host::HostBatch for HostState {
         handle: Resource<BatchState>,
         names: Vec<String>,
     ) -> wasmtime::Result<Result<Vec<wit::Column>, String>> {
-        Ok(convert::columns(&batch(self, &handle)?.batch, &names))
+        self.deadline.check(COLUMNS)?;
+        let mut result = ResultBudget::new(COLUMNS, self.limiter.memory_limit());
+        let state = batch(self, &handle)?;
+        result.charge(columns_bytes(&state.batch, &names)?)?;
+        Ok(convert::columns(&state.batch, &names))
     }
 
     fn change_types(
@@ -234,7 +346,12 @@ impl host::HostBatch for HostState {
         types: Vec<wit::ChangeType>,
         within: Option<Vec<u32>>,
     ) -> wasmtime::Result<Vec<u32>> {
+        const CALL: &str = "select-change-types";
+        self.deadline.check(CALL)?;
         let state = batch(self, &handle)?;
+        if let Some(rows) = &within {
+            state.check_rows(CALL, rows.len())?;
+        }
         let types: Vec<_> = types.into_iter().map(change_type).collect();
         match model::select_change_types(&state.batch, &types, within.as_deref()) {
             Ok(rows) => Ok(rows),
@@ -252,7 +369,12 @@ impl host::HostBatch for HostState {
         predicate: wit::Predicate,
         within: Option<Vec<u32>>,
     ) -> wasmtime::Result<Result<Vec<u32>, String>> {
+        const CALL: &str = "select-where";
+        self.deadline.check(CALL)?;
         let state = batch(self, &handle)?;
+        if let Some(rows) = &within {
+            state.check_rows(CALL, rows.len())?;
+        }
         let predicate = model::Predicate {
             column: predicate.column,
             op: comparison(predicate.op),
@@ -269,17 +391,44 @@ impl host::HostBatch for HostState {
         handle: Resource<BatchState>,
         spec: wit::EncodeSpec,
     ) -> wasmtime::Result<Result<u32, String>> {
+        let deadline = self.deadline;
+        deadline.check(EMIT_ENCODED)?;
         let state = batch(self, &handle)?;
-        let mut records = Vec::new();
-        Ok(
-            model::encode(&state.batch, &encode_spec(spec), &mut records).map_or_else(
-                |e| Err(e.0),
-                |count| {
-                    state.add(records);
-                    Ok(count)
-                },
-            ),
-        )
+        state.check_rows(EMIT_ENCODED, spec.rows.len())?;
+        if let wit::ValueEncoding::Json(fields) = &spec.value {
+            check_count(
+                EMIT_ENCODED,
+                "JSON fields",
+                fields.len(),
+                MAX_ENCODED_FIELDS,
+                || "the contract's limit per call".to_string(),
+            )?;
+        }
+        check_count(
+            EMIT_ENCODED,
+            "headers",
+            spec.headers.len(),
+            MAX_ENCODED_HEADERS,
+            || "the contract's limit per call".to_string(),
+        )?;
+        if state.bad_output.is_some() {
+            return Ok(Ok(0));
+        }
+        let mut sink = ChargedRecords {
+            records: Vec::new(),
+            output: &mut state.output,
+            deadline,
+            stopped: None,
+        };
+        let encoded = model::encode(&state.batch, &encode_spec(spec), &mut sink);
+        if let Some(limit) = sink.stopped {
+            return Err(limit.into());
+        }
+        let records = sink.records;
+        Ok(encoded.map_err(helper_message).inspect(|_| {
+            // Charged as they were made.
+            state.records.extend(records);
+        }))
     }
 
     fn emit_packed(
@@ -287,9 +436,14 @@ impl host::HostBatch for HostState {
         handle: Resource<BatchState>,
         records: wit::PackedRecords,
     ) -> wasmtime::Result<()> {
+        self.deadline.check(EMIT_PACKED)?;
         let state = batch(self, &handle)?;
+        if state.bad_output.is_some() {
+            return Ok(());
+        }
+        state.output.charge(EMIT_PACKED, unpacked_bytes(&records))?;
         match unpack(records, state.num_rows()) {
-            Ok(records) => state.add(records),
+            Ok(records) => state.records.extend(records),
             Err(message) => state.fail(message),
         }
         Ok(())
@@ -300,6 +454,7 @@ impl host::HostBatch for HostState {
         handle: Resource<BatchState>,
         records: Vec<wit::OutputRecord>,
     ) -> wasmtime::Result<()> {
+        self.deadline.check(EMIT)?;
         let state = batch(self, &handle)?;
         let num_rows = state.num_rows();
         if let Some(bad) = records.iter().find(|r| r.source_row >= num_rows) {
@@ -309,19 +464,22 @@ impl host::HostBatch for HostState {
             ));
             return Ok(());
         }
-        state.add(
-            records
-                .into_iter()
-                .map(|r| Record {
-                    source_row: r.source_row,
-                    topic: r.topic,
-                    partition: r.partition,
-                    key: r.key,
-                    value: r.value,
-                    headers: r.headers.into_iter().map(|h| (h.key, h.value)).collect(),
-                })
-                .collect(),
-        );
+        if state.bad_output.is_some() {
+            return Ok(());
+        }
+        // Charged before they are converted: the contents are moved, not copied, but
+        // every record gets a new frame.
+        state
+            .output
+            .charge(EMIT, records.iter().map(output_record_bytes).sum())?;
+        state.records.extend(records.into_iter().map(|r| Record {
+            source_row: r.source_row,
+            topic: r.topic,
+            partition: r.partition,
+            key: r.key,
+            value: r.value,
+            headers: r.headers.into_iter().map(|h| (h.key, h.value)).collect(),
+        }));
         Ok(())
     }
 
@@ -332,14 +490,26 @@ impl host::HostBatch for HostState {
         message: String,
     ) -> wasmtime::Result<()> {
         let state = batch(self, &handle)?;
-        if row >= state.num_rows() {
+        let num_rows = state.batch.num_rows();
+        if row as usize >= num_rows {
             state.fail(format!(
-                "the module rejected row {row} but the batch has {} rows",
-                state.num_rows()
+                "the module rejected row {row} but the batch has {num_rows} rows"
             ));
-        } else {
-            state.rejected.push((row, message));
+            return Ok(());
         }
+        if state.rejected_rows.is_empty() {
+            state.rejected_rows = vec![false; num_rows];
+        }
+        // One rejection per row, so the rejections a module can make the host hold
+        // are bounded by the batch.
+        if std::mem::replace(&mut state.rejected_rows[row as usize], true) {
+            return Err(HostLimitExceeded::RejectedTwice { row }.into());
+        }
+        let message = truncated(message, MAX_REJECTION_MESSAGE_BYTES);
+        state
+            .output
+            .charge(REJECT, rejection_bytes(message.len()))?;
+        state.rejected.push((row, message));
         Ok(())
     }
 

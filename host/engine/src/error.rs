@@ -109,6 +109,10 @@ pub enum TrapKind {
     Memory,
     /// The module used up its fuel budget for the batch.
     Fuel,
+    /// The module made the host spend more on its behalf than its budgets allow
+    /// (results past its memory cap, output past its output cap, arguments that
+    /// multiply work past their bounds).
+    HostLimit,
     /// The module panicked or hit `unreachable`.
     Panic,
     /// Any other trap.
@@ -121,6 +125,7 @@ impl std::fmt::Display for TrapKind {
             TrapKind::Deadline => "deadline exceeded",
             TrapKind::Memory => "memory limit exceeded",
             TrapKind::Fuel => "fuel budget exhausted",
+            TrapKind::HostLimit => "host limit exceeded",
             TrapKind::Panic => "panic",
             TrapKind::Other => "trap",
         })

@@ -3,26 +3,58 @@
 use delta_kernel::arrow::record_batch::RecordBatch;
 use sluice_model::Record;
 use wasmtime::Store;
-use wasmtime::component::{Resource, ResourceTable};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime::component::{Resource, ResourceTable, ResourceTableError};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::batch::BatchState;
+use crate::budget::{CallDeadline, HostLimitExceeded};
 use crate::contract::{v0_1, v1};
 use crate::convert;
 use crate::error::{EngineError, TransformError, TrapKind};
 use crate::limits::{Limiter, MemoryCapExceeded};
 use crate::log::ModuleLog;
 use crate::module::{InstanceLimits, LogTap, ModulePre};
+use crate::wasi::{SinceStart, StderrTail, Waits};
+
+/// Most resources (WASI streams, pollables) and component handles one instance may hold
+/// at once: far above what a transform uses, far below what would cost the host much.
+const MAX_HANDLES: usize = 10_000;
 
 /// What a store holds for its instance: its limits, its log, the resources it was
 /// lent, and a WASI context that grants nothing.
 pub(crate) struct HostState {
     pub(crate) limiter: Limiter,
+    /// When the current call must end; host calls check it as they work.
+    pub(crate) deadline: CallDeadline,
     pub(crate) table: ResourceTable,
     pub(crate) log: ModuleLog,
     wasi: WasiCtx,
-    stderr: MemoryOutputPipe,
+    stderr: StderrTail,
+    clock: SinceStart,
+}
+
+impl HostState {
+    /// The state of a new instance of `module` under `config`.
+    pub(crate) fn new(config: &InstanceLimits, module: &str, log_tap: Option<LogTap>) -> HostState {
+        let (wasi, stderr, clock) = crate::wasi::sealed();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_HANDLES);
+        HostState {
+            limiter: Limiter::new(config.memory_limit_bytes),
+            deadline: CallDeadline::starting_now(config.batch_deadline),
+            table,
+            log: ModuleLog::new(module, config.log_messages_per_second, log_tap),
+            wasi,
+            stderr,
+            clock,
+        }
+    }
+}
+
+impl Waits for HostState {
+    fn waits(&mut self) -> (&mut ResourceTable, std::time::Instant, SinceStart) {
+        (&mut self.table, self.deadline.at(), self.clock)
+    }
 }
 
 impl WasiView for HostState {
@@ -77,18 +109,12 @@ impl TransformInstance {
         module: &str,
         params: &[(String, String)],
     ) -> Result<TransformInstance, EngineError> {
-        let (wasi, stderr) = crate::wasi::sealed();
-        let mut store = Store::new(
-            engine,
-            HostState {
-                limiter: Limiter::new(config.memory_limit_bytes),
-                table: ResourceTable::new(),
-                log: ModuleLog::new(module, config.log_messages_per_second, log_tap),
-                wasi,
-                stderr,
-            },
-        );
+        let mut store = Store::new(engine, HostState::new(config, module, log_tap));
         store.limiter(|state| &mut state.limiter);
+        store.set_max_component_handles(MAX_HANDLES);
+        // What one host call may copy out of the module (host-side sizes): no more than
+        // the module's memory cap.
+        store.set_hostcall_fuel(config.memory_limit_bytes);
         let instantiate_error = |e: wasmtime::Error| EngineError::Instantiate {
             module: module.to_string(),
             reason: format!("{e:#}"),
@@ -111,6 +137,7 @@ impl TransformInstance {
                 .sluice_transform_transformer()
                 .call_init(&mut store, params),
         };
+        let init = within_deadline(&store, "init", init);
         init.map_err(|e| EngineError::InitTrap {
             module: module.to_string(),
             kind: trap_kind(&e),
@@ -149,6 +176,7 @@ impl TransformInstance {
                 let called = bindings
                     .sluice_transform_transformer()
                     .call_transform(&mut self.store, borrowed);
+                let called = within_deadline(&self.store, "transform", called);
                 let state = self.store.data_mut().table.delete(handle);
                 let result = called.map_err(|e| self.trap(&e))?;
                 let state = state.map_err(|e| self.input_error(e.to_string()))?;
@@ -168,9 +196,10 @@ impl TransformInstance {
             Bindings::V0_1(bindings) => {
                 let input = convert::change_batch_v0_1(&batch)
                     .map_err(|message| self.input_error(message))?;
-                let records = bindings
+                let called = bindings
                     .sluice_transform_transformer()
-                    .call_transform(&mut self.store, &input)
+                    .call_transform(&mut self.store, &input);
+                let records = within_deadline(&self.store, "transform", called)
                     .map_err(|e| self.trap(&e))?
                     .map_err(|e| self.reported_v0_1(e))?;
                 let records = records
@@ -263,25 +292,67 @@ impl TransformInstance {
 
 /// A trap's message, with the end of what the module wrote to stderr (an
 /// interpreter's traceback) when there is any.
-fn with_stderr(message: String, stderr: &MemoryOutputPipe) -> String {
-    match crate::wasi::stderr_tail(stderr) {
+fn with_stderr(message: String, stderr: &StderrTail) -> String {
+    match stderr.text() {
         Some(tail) => format!("{message}\nThe module wrote to stderr:\n{tail}"),
         None => message,
     }
 }
 
-/// Sets the deadline (and fuel, when budgeted) for the next call.
+/// A call that returned after its deadline failed as one that was interrupted: the
+/// epoch interrupt fires only in the module's own code and lags the clock, so a module
+/// that spent its time waiting in WASI would otherwise get past it.
+fn within_deadline<R>(
+    store: &Store<HostState>,
+    call: &'static str,
+    result: wasmtime::Result<R>,
+) -> wasmtime::Result<R> {
+    let value = result?;
+    store.data().deadline.check_returned(call)?;
+    Ok(value)
+}
+
+/// Sets the deadline (and fuel, when budgeted) for the next call: the epoch deadline
+/// for the module's code, the instant for the host's work on its behalf.
 fn arm(store: &mut Store<HostState>, config: &InstanceLimits) -> wasmtime::Result<()> {
     store.set_epoch_deadline(config.deadline_ticks());
+    store.data_mut().deadline = CallDeadline::starting_now(config.batch_deadline);
     if let Some(fuel) = config.fuel_per_batch {
         store.set_fuel(fuel)?;
     }
     Ok(())
 }
 
+/// How wasmtime says a module crossed one of the limits set on its store: a host call's
+/// arguments larger than the hostcall fuel, more component handles than allowed, more
+/// random bytes than WASI gives in one call.
+const WASMTIME_LIMITS: &[&[&str]] = &[
+    &["fuel allocated for hostcalls has been exhausted"],
+    &["store handle limit exceeded"],
+    &["requested len", "exceeds limit"],
+];
+
 fn trap_kind(error: &wasmtime::Error) -> TrapKind {
     if error.downcast_ref::<MemoryCapExceeded>().is_some() {
         return TrapKind::Memory;
+    }
+    if let Some(limit) = error.downcast_ref::<HostLimitExceeded>() {
+        return match limit.is_deadline() {
+            true => TrapKind::Deadline,
+            false => TrapKind::HostLimit,
+        };
+    }
+    if let Some(ResourceTableError::Full) = error.downcast_ref::<ResourceTableError>() {
+        return TrapKind::HostLimit;
+    }
+    // wasmtime's own limits on what a module makes it hold; their error types are
+    // private, their messages are not.
+    let message = format!("{error:#}");
+    if WASMTIME_LIMITS
+        .iter()
+        .any(|parts| parts.iter().all(|part| message.contains(part)))
+    {
+        return TrapKind::HostLimit;
     }
     match error.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::Interrupt) => TrapKind::Deadline,

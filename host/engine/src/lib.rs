@@ -8,9 +8,12 @@
 //! `sluice:transform` contract when they are loaded, and called once per batch.
 
 mod batch;
+mod budget;
 mod contract;
 mod convert;
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod instance;
 mod limits;
 mod log;

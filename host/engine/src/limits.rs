@@ -29,6 +29,13 @@ impl Limiter {
     }
 }
 
+impl Limiter {
+    /// Most linear memory the instance may have, in bytes.
+    pub(crate) fn memory_limit(&self) -> usize {
+        self.memory_limit
+    }
+}
+
 impl ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,

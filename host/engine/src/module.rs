@@ -206,6 +206,7 @@ impl TransformEngine {
         };
         // Interpreted guests import WASI; it links, sealed (see `wasi.rs`).
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(invalid)?;
+        crate::wasi::cap_waits(&mut linker).map_err(invalid)?;
         let pre = match version {
             Contract::V1 => {
                 v1::Transform::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)

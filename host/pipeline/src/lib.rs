@@ -8,6 +8,8 @@
 mod check;
 mod config;
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod metrics;
 mod preview;
 mod run;

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sluice_engine::TransformError;
+use sluice_engine::{TransformError, TrapKind};
 
 use crate::stage::StageOutput;
 
@@ -22,6 +22,7 @@ pub struct PipelineMetrics {
     failed_rows: AtomicU64,
     failed_batches: AtomicU64,
     traps: AtomicU64,
+    host_limits: AtomicU64,
     sink_retries: AtomicU64,
     batches: AtomicU64,
     guest_nanos: AtomicU64,
@@ -48,6 +49,9 @@ pub struct MetricsSnapshot {
     pub failed_batches: u64,
     /// Module traps, each retry included.
     pub traps: u64,
+    /// Of those, traps because the module made the host spend past its budgets (`host
+    /// limit exceeded`).
+    pub host_limits: u64,
     /// Times the pipeline redid work after Kafka aborted a transaction.
     pub sink_retries: u64,
     /// Batches through the module.
@@ -101,8 +105,11 @@ impl PipelineMetrics {
         }
     }
 
-    pub(crate) fn count_trap(&self) {
+    pub(crate) fn count_trap(&self, kind: TrapKind) {
         self.traps.fetch_add(1, Ordering::Relaxed);
+        if kind == TrapKind::HostLimit {
+            self.host_limits.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn count_sink_retry(&self) {
@@ -145,6 +152,7 @@ impl PipelineMetrics {
             failed_rows: load(&self.failed_rows),
             failed_batches: load(&self.failed_batches),
             traps: load(&self.traps),
+            host_limits: load(&self.host_limits),
             sink_retries: load(&self.sink_retries),
             batches: load(&self.batches),
             guest_seconds: load(&self.guest_nanos) as f64 / 1e9,

@@ -243,10 +243,10 @@ impl TransformStage {
                     }
                     return Ok(output);
                 }
-                Err(error @ TransformError::Trap { .. }) => {
+                Err(error @ TransformError::Trap { kind, .. }) => {
                     // A trapped instance is never reused.
                     self.instance = None;
-                    self.metrics.count_trap();
+                    self.metrics.count_trap(kind);
                     if retried {
                         return Err(error);
                     }

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -88,7 +88,54 @@ pub fn router(service: Arc<Service>) -> Router {
         .layer(DefaultBodyLimit::max(
             (largest_module_mib + 1) * 1024 * 1024,
         ))
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_method)
+        .layer(axum::middleware::map_response(json_errors))
         .with_state(service)
+}
+
+async fn no_route(method: Method, uri: Uri) -> Response {
+    let message = format!(
+        "There is no route {method} {}; the API is described in docs/api/openapi.yaml.",
+        uri.path()
+    );
+    (
+        StatusCode::NOT_FOUND,
+        Json(serde_json::json!({ "error": message })),
+    )
+        .into_response()
+}
+
+async fn no_method(method: Method, uri: Uri) -> Response {
+    let message = format!("{} does not take {method}.", uri.path());
+    let body = Json(serde_json::json!({ "error": message }));
+    (StatusCode::METHOD_NOT_ALLOWED, body).into_response()
+}
+
+/// Refusals axum makes itself (a body that is not the expected JSON, a missing query
+/// parameter, a body over the size limit) come as text; the API's clients get every
+/// refusal as `{"error": sentence}`.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if !status.is_client_error() || is_json {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_string();
+    let message = match text.is_empty() {
+        true => format!(
+            "The request was refused: {}.",
+            status.canonical_reason().unwrap_or("client error")
+        ),
+        false => format!("The request was refused: {text}."),
+    };
+    (status, Json(serde_json::json!({ "error": message }))).into_response()
 }
 
 async fn ready(State(service): Shared) -> Response {

@@ -12,6 +12,8 @@ mod api;
 mod auth;
 mod config;
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod logs;
 mod prometheus;
 mod service;

@@ -40,7 +40,7 @@ pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// librdkafka properties that name files or programs on the host: a tenant could read
 /// the host's keys or load code with them, so only the operator may set them.
-fn reaches_host_files(name: &str) -> bool {
+pub(crate) fn reaches_host_files(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     name.ends_with(".location")
         || name.ends_with(".paths")
@@ -383,7 +383,7 @@ impl Service {
 
     /// The config a pipeline runs with: the submitted text, with the service's name,
     /// module path and the tenant's Kafka settings, checked against the tenant's limits.
-    fn pipeline_config(
+    pub(crate) fn pipeline_config(
         &self,
         tenant: &str,
         name: &str,
@@ -456,6 +456,10 @@ impl Service {
         }
         sink.insert("kafka".into(), kafka.into());
         table.insert("sink".into(), sink.into());
+        // A section must be a table: serde would also read `source = ["/any/path"]` as
+        // one, past the checks below (found by fuzz_tenant_pipeline_config).
+        let source = section(&mut table, "source")?;
+        table.insert("source".into(), source.into());
         if let Some(source) = table.get("source").and_then(toml::Value::as_table)
             && let Some(location) = source.get("table").and_then(toml::Value::as_str)
             && !location.contains("://")
@@ -1165,7 +1169,7 @@ fn sample(
 }
 
 /// The config text with secret Kafka properties replaced.
-fn redacted(text: &str) -> String {
+pub(crate) fn redacted(text: &str) -> String {
     let Ok(mut table) = toml::from_str::<toml::Table>(text) else {
         return String::new();
     };

@@ -4,6 +4,8 @@
 //! The host runs these for the contract's `select-change-types`, `select-where` and
 //! `emit-encoded`; the Rust SDK runs them natively in unit tests.
 
+use std::ops::ControlFlow;
+
 use arrow_array::RecordBatch;
 
 use crate::column::Column;
@@ -327,39 +329,54 @@ fn text_bytes(value: &Value<'_>, out: &mut Vec<u8>) -> bool {
 
 /// Where encoded records go: packed (the SDK, which hands them across the boundary) or
 /// as records (the host, which produces them), without converting one into the other.
+///
+/// A sink may stop the encoding (`Break`), for example when a budget is spent; it keeps
+/// its own account of why.
 pub trait RecordSink {
     /// Adds a record to the pipeline's topic without headers.
-    fn push_parts(&mut self, source_row: u32, key: Option<&[u8]>, value: Option<&[u8]>);
-    /// Adds any record.
-    fn push_record(&mut self, record: Record);
-}
-
-impl RecordSink for PackedRecords {
-    fn push_parts(&mut self, source_row: u32, key: Option<&[u8]>, value: Option<&[u8]>) {
-        PackedRecords::push_parts(self, source_row, key, value);
-    }
-
-    fn push_record(&mut self, record: Record) {
-        self.push(&record);
-    }
-}
-
-impl RecordSink for Vec<Record> {
-    fn push_parts(&mut self, source_row: u32, key: Option<&[u8]>, value: Option<&[u8]>) {
-        self.push(Record {
+    fn push_parts(
+        &mut self,
+        source_row: u32,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> ControlFlow<()> {
+        self.push_record(Record {
             source_row,
             key: key.map(<[u8]>::to_vec),
             value: value.map(<[u8]>::to_vec),
             ..Record::default()
-        });
+        })
+    }
+    /// Adds any record.
+    fn push_record(&mut self, record: Record) -> ControlFlow<()>;
+}
+
+impl RecordSink for PackedRecords {
+    fn push_parts(
+        &mut self,
+        source_row: u32,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> ControlFlow<()> {
+        PackedRecords::push_parts(self, source_row, key, value);
+        ControlFlow::Continue(())
     }
 
-    fn push_record(&mut self, record: Record) {
-        self.push(record);
+    fn push_record(&mut self, record: Record) -> ControlFlow<()> {
+        self.push(&record);
+        ControlFlow::Continue(())
     }
 }
 
-/// Makes one record per row of `spec.rows` into `out`; returns how many.
+impl RecordSink for Vec<Record> {
+    fn push_record(&mut self, record: Record) -> ControlFlow<()> {
+        self.push(record);
+        ControlFlow::Continue(())
+    }
+}
+
+/// Makes one record per row of `spec.rows` into `out`; returns how many rows were
+/// encoded, fewer than `spec.rows` only when the sink stopped the encoding.
 pub fn encode(
     batch: &RecordBatch,
     spec: &EncodeSpec,
@@ -394,6 +411,7 @@ pub fn encode(
     let mut key_bytes = Vec::new();
     let mut json = String::new();
     let simple = spec.topic.is_none() && headers.is_empty();
+    let mut encoded = 0;
     for &row in &rows {
         let row_index = row as usize;
         key_bytes.clear();
@@ -415,7 +433,10 @@ pub fn encode(
         };
         let key = has_key.then_some(key_bytes.as_slice());
         if simple {
-            out.push_parts(row, key, value);
+            if out.push_parts(row, key, value).is_break() {
+                return Ok(encoded);
+            }
+            encoded += 1;
             continue;
         }
         let mut record = Record {
@@ -431,9 +452,12 @@ pub fn encode(
                 record.headers.push((name.to_string(), bytes));
             }
         }
-        out.push_record(record);
+        if out.push_record(record).is_break() {
+            return Ok(encoded);
+        }
+        encoded += 1;
     }
-    Ok(rows.len() as u32)
+    Ok(encoded)
 }
 
 #[cfg(test)]
@@ -535,6 +559,43 @@ mod tests {
             records[1].value.as_deref(),
             Some(&br#"{"amount":7,"change":"delete"}"#[..])
         );
+    }
+
+    /// Takes records until it holds `room` of them.
+    struct Bounded {
+        records: Vec<Record>,
+        room: usize,
+    }
+
+    impl RecordSink for Bounded {
+        fn push_record(&mut self, record: Record) -> ControlFlow<()> {
+            if self.records.len() == self.room {
+                return ControlFlow::Break(());
+            }
+            self.records.push(record);
+            ControlFlow::Continue(())
+        }
+    }
+
+    #[test]
+    fn a_sink_can_stop_the_encoding() {
+        let batch = batch();
+        for headers in [vec![], vec![("op".to_string(), FieldValue::ChangeType)]] {
+            let spec = EncodeSpec {
+                rows: vec![0, 1, 2],
+                key: None,
+                value: ValueEncoding::JsonRow,
+                delete_as_tombstone: false,
+                topic: None,
+                headers,
+            };
+            let mut out = Bounded {
+                records: Vec::new(),
+                room: 2,
+            };
+            assert_eq!(encode(&batch, &spec, &mut out).unwrap(), 2);
+            assert_eq!(out.records.len(), 2);
+        }
     }
 
     #[test]

@@ -298,7 +298,77 @@ impl PackedRecords {
 
 #[cfg(test)]
 mod tests {
+    use sluice_fuzzing::{Gen, fuzz};
+
     use super::*;
+
+    fn record(g: &mut Gen, rows: u32) -> Record {
+        let bytes = |g: &mut Gen| (0..g.size(32)).map(|_| g.u64() as u8).collect::<Vec<u8>>();
+        Record {
+            source_row: g.below(rows as usize) as u32,
+            topic: g.one_in(3).then(|| g.text(&["t1", "t2"])),
+            partition: g.one_in(3).then(|| g.below(1000) as i32),
+            key: g.one_in(2).then(|| bytes(g)),
+            value: g.one_in(2).then(|| bytes(g)),
+            headers: (0..g.size(3))
+                .map(|_| (g.text(&["op", "id"]), bytes(g)))
+                .collect(),
+        }
+    }
+
+    /// One of the packed lists, changed: an entry added, removed or replaced.
+    fn corrupt(g: &mut Gen, packed: &mut PackedRecords) {
+        fn edit<T: Clone>(g: &mut Gen, list: &mut Vec<T>, new: T) {
+            match g.below(3) {
+                0 => list.push(new),
+                1 => {
+                    list.pop();
+                }
+                _ if !list.is_empty() => {
+                    let at = g.below(list.len());
+                    list[at] = new;
+                }
+                _ => {}
+            }
+        }
+        let number = g.u64();
+        match g.below(11) {
+            0 => edit(g, &mut packed.data, number as u8),
+            1 => edit(g, &mut packed.source_rows, number as u32),
+            2 => edit(g, &mut packed.key_lengths, number as i32),
+            3 => edit(g, &mut packed.value_lengths, number as i32 % 40),
+            4 => edit(g, &mut packed.topics, String::new()),
+            5 => edit(g, &mut packed.topic_indexes, number as u32 % 5),
+            6 => edit(g, &mut packed.partitions, number as i32),
+            7 => edit(g, &mut packed.header_names, String::new()),
+            8 => edit(g, &mut packed.header_counts, number as u32 % 4),
+            9 => edit(g, &mut packed.header_name_indexes, number as u32 % 4),
+            _ => edit(g, &mut packed.header_value_lengths, number as u32 % 40),
+        }
+    }
+
+    #[test]
+    fn fuzz_packed_records() {
+        fuzz("packed-records", |g| {
+            let rows = 1 + g.below(50) as u32;
+            let records: Vec<Record> = (0..g.size(20)).map(|_| record(g, rows)).collect();
+            let mut packed = PackedRecords::default();
+            for record in &records {
+                packed.push(record);
+            }
+            if g.one_in(2) {
+                assert_eq!(packed.unpack(rows).expect("packed records unpack"), records);
+                return;
+            }
+            for _ in 0..1 + g.below(3) {
+                corrupt(g, &mut packed);
+            }
+            // Malformed lists are refused with a reason, never a panic.
+            if let Err(e) = packed.unpack(rows) {
+                assert!(!e.0.is_empty());
+            }
+        });
+    }
 
     #[test]
     fn records_round_trip() {
