@@ -37,11 +37,7 @@ fn golden_dir() -> PathBuf {
 
 fn table_path(name: &str) -> PathBuf {
     match name.split_once(':') {
-        Some(("shared", rest)) => repo_root()
-            .parent()
-            .expect("the repository has a parent")
-            .join("shared/delta-tables")
-            .join(rest),
+        Some(("external", rest)) => repo_root().join("tests/data/delta-tables").join(rest),
         Some(("generated", rest)) => repo_root().join("tests/data/cdf").join(rest),
         _ => panic!("unknown table reference {name} in the manifest"),
     }

@@ -1,15 +1,20 @@
 //! A hostile module cannot make the host spend memory or time beyond its own budgets:
 //! every way `transforms/misbehaving/host-hogs` asks the host to work or hold memory
-//! on its behalf (the contract's host functions and WASI) ends the run with a clear
-//! error, exit status 1 and no signal, while the host's peak memory stays below the
-//! module's 256 MiB memory cap plus a fixed overhead.
+//! on its behalf (the contract's host functions and WASI) ends `sluice preview` and
+//! `sluice run` with a clear error, exit status 1 and no signal, while the host's peak
+//! memory stays below the module's 256 MiB memory cap plus a fixed overhead; in
+//! `sluice serve` each fails alone beside three tenants streaming gold-deals, which
+//! deliver every record exactly once.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
+use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
 use sluice_tests::{
-    Extra, Measured, PipelineFiles, deals_table, kafka_bootstrap, run_measured, sluice_binary,
-    unique_topic, wasip2_component,
+    Extra, Measured, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_measured,
+    sluice_binary, transform_component, unique_topic, wasip2_component,
 };
 
 /// Most memory the host may hold while a module with the default 256 MiB memory cap
@@ -173,4 +178,134 @@ fn sluice_run_stops_every_hostile_module_within_its_budgets() {
             .arg(&files.config);
         assert_stopped_cleanly("run", behavior, expected, &run_measured(run, GUARD));
     }
+}
+
+/// Each hostile behavior under `sluice serve` and what its pipeline's
+/// error must say (smaller caps than above: 64 MiB of memory, 32 MiB of output).
+const HOST_HOGS: &[(&str, &str)] = &[
+    ("columns-repeat", "host limit exceeded"),
+    ("encode-rows", "host limit exceeded"),
+    ("encode-headers", "host limit exceeded"),
+    (
+        "encode-wide",
+        "the module emitted more than 32 MiB of records",
+    ),
+    (
+        "emit-flood",
+        "the module emitted more than 32 MiB of records",
+    ),
+    (
+        "packed-names",
+        "the module emitted more than 32 MiB of records",
+    ),
+    ("select-within", "host limit exceeded"),
+    ("reject-flood", "a row is rejected at most once"),
+    ("random", "host limit exceeded"),
+    ("handles", "host limit exceeded"),
+    ("sleep", "deadline exceeded"),
+    ("stderr-flood", "deadline exceeded"),
+];
+
+#[test]
+fn modules_that_make_the_host_spend_fail_alone() {
+    const GOOD_TENANTS: usize = 3;
+    const DEALS: usize = 20_000;
+    let gold_deals = transform_component("gold-deals");
+    let hogs = wasip2_component("misbehaving/host-hogs");
+    let tables = tempfile::tempdir().unwrap();
+    let big = tables.path().join("big");
+    deals_table(&big, &["bulk", "--rows", &DEALS.to_string()]);
+    let small = tables.path().join("small");
+    deals_table(&small, &["create", "--rows", "4000"]);
+
+    let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
+    let good: Vec<String> = (0..GOOD_TENANTS).map(|i| format!("gold{i}")).collect();
+    let mut tenants: Vec<TenantSpec<'_>> = good
+        .iter()
+        .map(|name| TenantSpec {
+            name,
+            limits: "max_batch_timeout = \"2s\"\nmax_memory_mib = 64",
+            kafka: &kafka,
+        })
+        .collect();
+    tenants.push(TenantSpec {
+        name: "mallory",
+        limits: "max_batch_timeout = \"2s\"\nmax_memory_mib = 1024\nmax_pipelines = 20",
+        kafka: &kafka,
+    });
+    let serve = Serve::start(&tenants, "", "");
+    let run = unique_topic("hogs");
+
+    let hog_digest = serve.upload("mallory", &hogs, "host-hogs");
+    for (behavior, _) in HOST_HOGS {
+        let config = pipeline_config(
+            &small,
+            &unique_topic(&format!("hog-{behavior}")),
+            None,
+            Extra {
+                transform: "memory_limit_mib = 64\nmax_output_mib = 32",
+                params: &format!("behavior = \"{behavior}\""),
+                ..Extra::default()
+            },
+        );
+        serve.create(
+            "mallory",
+            &format!("{run}-{behavior}"),
+            &config,
+            &hog_digest,
+        );
+    }
+    let topics: Vec<String> = good
+        .iter()
+        .map(|tenant| {
+            let digest = serve.upload(tenant, &gold_deals, "gold-deals");
+            let topic = unique_topic(&format!("{tenant}-gold"));
+            let config = pipeline_config(&big, &topic, None, Extra::default());
+            serve.create(tenant, &run, &config, &digest);
+            topic
+        })
+        .collect();
+
+    for (behavior, expected) in HOST_HOGS {
+        let status = serve.wait_for(
+            "mallory",
+            &format!("{run}-{behavior}"),
+            Duration::from_secs(120),
+            |s| s["state"] == "failed",
+        );
+        let error = status["error"].as_str().unwrap();
+        assert!(error.contains(expected), "{behavior}: {error}");
+        if *expected != "deadline exceeded" {
+            assert!(
+                status["counters"]["host_limits"].as_u64().unwrap() >= 1,
+                "{behavior}: {status}"
+            );
+        }
+    }
+    for (tenant, topic) in good.iter().zip(&topics) {
+        serve.wait_caught_up(tenant, &run, 0, Duration::from_secs(300));
+        let keys: Vec<String> = consume_all(topic)
+            .into_iter()
+            .map(|r| r.key.expect("gold records are keyed"))
+            .collect();
+        let distinct: BTreeSet<&String> = keys.iter().collect();
+        assert_eq!(keys.len(), DEALS, "{tenant}: every deal once");
+        assert_eq!(distinct.len(), DEALS, "{tenant}: no deal twice");
+    }
+    let mut serve = serve;
+    assert!(serve.is_running(), "the host survived:\n{}", serve.log());
+    let (_, metrics) = serve.call("GET", "/metrics", Some(&serve.operator.clone()), None);
+    let metrics = metrics.as_str().unwrap_or_default().to_string();
+    assert!(
+        metrics.contains("kind=\"host_limit\"}"),
+        "the host-limit traps are counted: {metrics}"
+    );
+    if let Some(peak) = serve.peak_rss() {
+        eprintln!(
+            "{} hostile pipelines beside {GOOD_TENANTS} gold-deals tenants: service peak RSS {} MiB",
+            HOST_HOGS.len(),
+            peak / (1024 * 1024)
+        );
+    }
+    assert!(serve.stop(), "the service stops cleanly");
 }

@@ -1,17 +1,12 @@
 //! `sluice serve` with ten tenants, three of them running a hostile module (an endless
 //! loop, a memory hog, a panic): the host stays up, the hostile pipelines stop or
-//! dead-letter as their policies say, and the others keep their throughput. And a
-//! tenant whose modules make the host work and hold memory on their behalf (through
-//! the contract's host functions and WASI) beside three tenants streaming gold-deals:
-//! each hostile pipeline fails alone, the others deliver every record exactly once.
+//! dead-letter as their policies say, and the others keep their throughput.
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
 use sluice_tests::{
     Extra, consume_all, deals_table, kafka_bootstrap, transform_component, unique_topic,
-    wasip2_component,
 };
 
 const GOOD: usize = 7;
@@ -146,132 +141,3 @@ fn hostile_modules_hurt_no_other_tenant() {
     assert!(serve.stop(), "the service stops cleanly");
 }
 
-/// Each hostile behavior of `transforms/misbehaving/host-hogs` and what its pipeline's
-/// error must say (see `host_limits.rs` for the same modules under `sluice run`).
-const HOST_HOGS: &[(&str, &str)] = &[
-    ("columns-repeat", "host limit exceeded"),
-    ("encode-rows", "host limit exceeded"),
-    ("encode-headers", "host limit exceeded"),
-    (
-        "encode-wide",
-        "the module emitted more than 32 MiB of records",
-    ),
-    (
-        "emit-flood",
-        "the module emitted more than 32 MiB of records",
-    ),
-    (
-        "packed-names",
-        "the module emitted more than 32 MiB of records",
-    ),
-    ("select-within", "host limit exceeded"),
-    ("reject-flood", "a row is rejected at most once"),
-    ("random", "host limit exceeded"),
-    ("handles", "host limit exceeded"),
-    ("sleep", "deadline exceeded"),
-    ("stderr-flood", "deadline exceeded"),
-];
-
-#[test]
-fn modules_that_make_the_host_spend_fail_alone() {
-    const GOOD_TENANTS: usize = 3;
-    const DEALS: usize = 20_000;
-    let gold_deals = transform_component("gold-deals");
-    let hogs = wasip2_component("misbehaving/host-hogs");
-    let tables = tempfile::tempdir().unwrap();
-    let big = tables.path().join("big");
-    deals_table(&big, &["bulk", "--rows", &DEALS.to_string()]);
-    let small = tables.path().join("small");
-    deals_table(&small, &["create", "--rows", "4000"]);
-
-    let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
-    let good: Vec<String> = (0..GOOD_TENANTS).map(|i| format!("gold{i}")).collect();
-    let mut tenants: Vec<TenantSpec<'_>> = good
-        .iter()
-        .map(|name| TenantSpec {
-            name,
-            limits: "max_batch_timeout = \"2s\"\nmax_memory_mib = 64",
-            kafka: &kafka,
-        })
-        .collect();
-    tenants.push(TenantSpec {
-        name: "mallory",
-        limits: "max_batch_timeout = \"2s\"\nmax_memory_mib = 1024\nmax_pipelines = 20",
-        kafka: &kafka,
-    });
-    let serve = Serve::start(&tenants, "", "");
-    let run = unique_topic("hogs");
-
-    let hog_digest = serve.upload("mallory", &hogs, "host-hogs");
-    for (behavior, _) in HOST_HOGS {
-        let config = pipeline_config(
-            &small,
-            &unique_topic(&format!("hog-{behavior}")),
-            None,
-            Extra {
-                transform: "memory_limit_mib = 64\nmax_output_mib = 32",
-                params: &format!("behavior = \"{behavior}\""),
-                ..Extra::default()
-            },
-        );
-        serve.create(
-            "mallory",
-            &format!("{run}-{behavior}"),
-            &config,
-            &hog_digest,
-        );
-    }
-    let topics: Vec<String> = good
-        .iter()
-        .map(|tenant| {
-            let digest = serve.upload(tenant, &gold_deals, "gold-deals");
-            let topic = unique_topic(&format!("{tenant}-gold"));
-            let config = pipeline_config(&big, &topic, None, Extra::default());
-            serve.create(tenant, &run, &config, &digest);
-            topic
-        })
-        .collect();
-
-    for (behavior, expected) in HOST_HOGS {
-        let status = serve.wait_for(
-            "mallory",
-            &format!("{run}-{behavior}"),
-            Duration::from_secs(120),
-            |s| s["state"] == "failed",
-        );
-        let error = status["error"].as_str().unwrap();
-        assert!(error.contains(expected), "{behavior}: {error}");
-        if *expected != "deadline exceeded" {
-            assert!(
-                status["counters"]["host_limits"].as_u64().unwrap() >= 1,
-                "{behavior}: {status}"
-            );
-        }
-    }
-    for (tenant, topic) in good.iter().zip(&topics) {
-        serve.wait_caught_up(tenant, &run, 0, Duration::from_secs(300));
-        let keys: Vec<String> = consume_all(topic)
-            .into_iter()
-            .map(|r| r.key.expect("gold records are keyed"))
-            .collect();
-        let distinct: BTreeSet<&String> = keys.iter().collect();
-        assert_eq!(keys.len(), DEALS, "{tenant}: every deal once");
-        assert_eq!(distinct.len(), DEALS, "{tenant}: no deal twice");
-    }
-    let mut serve = serve;
-    assert!(serve.is_running(), "the host survived:\n{}", serve.log());
-    let (_, metrics) = serve.call("GET", "/metrics", Some(&serve.operator.clone()), None);
-    let metrics = metrics.as_str().unwrap_or_default().to_string();
-    assert!(
-        metrics.contains("kind=\"host_limit\"}"),
-        "the host-limit traps are counted: {metrics}"
-    );
-    if let Some(peak) = serve.peak_rss() {
-        eprintln!(
-            "{} hostile pipelines beside {GOOD_TENANTS} gold-deals tenants: service peak RSS {} MiB",
-            HOST_HOGS.len(),
-            peak / (1024 * 1024)
-        );
-    }
-    assert!(serve.stop(), "the service stops cleanly");
-}
