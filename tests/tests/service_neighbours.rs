@@ -140,4 +140,3 @@ fn hostile_modules_hurt_no_other_tenant() {
     );
     assert!(serve.stop(), "the service stops cleanly");
 }
-
