@@ -76,13 +76,6 @@ const HOSTILE: &[(&str, &[&str])] = &[
             "host call select-where was given 5000000 row indexes",
         ],
     ),
-    (
-        "reject-flood",
-        &[
-            "host limit exceeded",
-            "host call reject was given row 0 a second time",
-        ],
-    ),
     ("random", &["host limit exceeded", "exceeds limit 65536"]),
     ("handles", &["host limit exceeded"]),
     ("sleep", &["deadline exceeded"]),
@@ -155,6 +148,75 @@ fn sluice_preview_stops_every_hostile_module_within_its_budgets() {
     );
 }
 
+/// A million rejections of a 4,000-row batch with 4 KiB reasons: the host keeps one
+/// per row, its reason cut to 1,024 bytes, and its memory stays flat.
+#[test]
+fn a_flood_of_rejections_keeps_one_short_reason_per_row() {
+    let work = tempfile::tempdir().unwrap();
+    let table = table(work.path());
+    let module = wasip2_component("misbehaving/host-hogs");
+    let mut preview = Command::new(sluice_binary());
+    preview
+        .args(["preview", "--table"])
+        .arg(&table)
+        .arg("--module")
+        .arg(&module)
+        .args(["--param", "behavior=reject-flood"]);
+    let output = preview.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let rejected: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(rejected.len(), 4000, "one rejection per row");
+    for line in &rejected {
+        assert_eq!(line["rejected"].as_str().unwrap().len(), 1024, "{line}");
+    }
+    let mut measured = Command::new(sluice_binary());
+    measured
+        .args(["preview", "--table"])
+        .arg(&table)
+        .arg("--module")
+        .arg(&module)
+        .args(["--param", "behavior=reject-flood"]);
+    let run = run_measured(measured, GUARD);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.peak_rss < PEAK_BOUND,
+        "peak RSS {} MiB",
+        run.peak_rss / (1024 * 1024)
+    );
+    eprintln!(
+        "preview reject-flood: peak RSS {} MiB",
+        run.peak_rss / (1024 * 1024)
+    );
+
+    let topic = unique_topic("hostile-reject-flood");
+    let files = PipelineFiles::new(
+        &table,
+        &module,
+        &topic,
+        &kafka_bootstrap(),
+        Extra {
+            params: "behavior = \"reject-flood\"",
+            ..Extra::default()
+        },
+    );
+    let mut run = Command::new(sluice_binary());
+    run.args(["run", "--stop-at-latest", "--config"])
+        .arg(&files.config);
+    assert_stopped_cleanly(
+        "run",
+        "reject-flood",
+        &["failed on batch row 0"],
+        &run_measured(run, GUARD),
+    );
+}
+
 #[test]
 fn sluice_run_stops_every_hostile_module_within_its_budgets() {
     let work = tempfile::tempdir().unwrap();
@@ -199,7 +261,7 @@ const HOST_HOGS: &[(&str, &str)] = &[
         "the module emitted more than 32 MiB of records",
     ),
     ("select-within", "host limit exceeded"),
-    ("reject-flood", "a row is rejected at most once"),
+    ("reject-flood", "failed on batch row 0"),
     ("random", "host limit exceeded"),
     ("handles", "host limit exceeded"),
     ("sleep", "deadline exceeded"),

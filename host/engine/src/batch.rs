@@ -1,24 +1,26 @@
 //! The batch resource a version-1 module reads and emits through, and the host side
 //! of the contract's imports.
 
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use delta_kernel::arrow::ipc::writer::StreamWriter;
 use delta_kernel::arrow::record_batch::RecordBatch;
-use sluice_model::helpers::{self as model, CHANGE_COLUMNS, HelperError, RecordSink};
-use sluice_model::{ChangeType, PackedRecords, Record, leaf_columns};
+use sluice_model::helpers::{self as model, HelperError, RecordSink};
+use sluice_model::{ChangeType, PackedRecords, Record};
 use wasmtime::component::Resource;
 
 use crate::budget::{
-    CallDeadline, HostLimitExceeded, MAX_ENCODED_FIELDS, MAX_ENCODED_HEADERS,
-    MAX_REJECTION_MESSAGE_BYTES, OutputBudget, ResultBudget, check_count, held_record_bytes,
-    record_bytes, rejection_bytes, truncated,
+    CallDeadline, HostLimitExceeded, MAX_ENCODED_FIELDS, MAX_ENCODED_HEADERS, MAX_MESSAGE_BYTES,
+    OutputBudget, ResultBudget, check_count, held_record_bytes, record_bytes, rejection_bytes,
+    truncated,
 };
 use crate::contract::v1::sluice::transform::host;
 use crate::contract::v1::sluice::transform::types as wit;
 use crate::convert;
 use crate::instance::HostState;
 use crate::log::LogLevel as Level;
+use crate::sizes;
 
 /// One batch during a `transform` call, and what the module made of it.
 pub struct BatchState {
@@ -260,32 +262,6 @@ fn unpack(packed: wit::PackedRecords, num_rows: u32) -> Result<Vec<Record>, Stri
     .map_err(|e| format!("malformed packed records: {e}"))
 }
 
-/// The bytes of an array's own rows (not of the buffers a slice shares with others).
-fn slice_bytes(array: &dyn delta_kernel::arrow::array::Array) -> usize {
-    array.to_data().get_slice_memory_size().unwrap_or(0)
-}
-
-/// The result size `columns` would build for `names`, at least: a slot per row per
-/// column and the column's data.
-fn columns_bytes(batch: &RecordBatch, names: &[String]) -> Result<usize, HostLimitExceeded> {
-    let leaves = leaf_columns(batch, &CHANGE_COLUMNS);
-    check_count(COLUMNS, "column names", names.len(), leaves.len(), || {
-        format!("the batch has {} data columns", leaves.len())
-    })?;
-    let estimate = |leaf: &sluice_model::LeafColumn| {
-        leaf.array.len() * std::mem::size_of::<Option<String>>() + slice_bytes(&leaf.array)
-    };
-    Ok(if names.is_empty() {
-        leaves.iter().map(estimate).sum()
-    } else {
-        names
-            .iter()
-            .filter_map(|name| leaves.iter().find(|leaf| &leaf.name == name))
-            .map(estimate)
-            .sum()
-    })
-}
-
 fn helper_message(e: HelperError) -> String {
     e.0
 }
@@ -304,7 +280,7 @@ impl host::HostBatch for HostState {
                 .batch
                 .columns()
                 .iter()
-                .map(|column| slice_bytes(column))
+                .map(|column| sizes::slice_bytes(column))
                 .sum(),
         )?;
         arrow_ipc(&state.batch)
@@ -319,7 +295,16 @@ impl host::HostBatch for HostState {
         self.deadline.check(COLUMNS)?;
         let mut result = ResultBudget::new(COLUMNS, self.limiter.memory_limit());
         let state = batch(self, &handle)?;
-        result.charge(columns_bytes(&state.batch, &names)?)?;
+        let leaves = sizes::data_columns(&state.batch);
+        let known: HashSet<&str> = leaves.iter().map(|leaf| leaf.name.as_str()).collect();
+        // Unknown names are refused before any work; known names beyond the batch's
+        // columns can only repeat one, each time converting it again.
+        if names.iter().all(|name| known.contains(name.as_str())) {
+            check_count(COLUMNS, "column names", names.len(), leaves.len(), || {
+                format!("the batch has {} data columns", leaves.len())
+            })?;
+        }
+        result.charge(sizes::columns_result_bytes(&leaves, &names))?;
         Ok(convert::columns(&state.batch, &names))
     }
 
@@ -352,7 +337,15 @@ impl host::HostBatch for HostState {
         if let Some(rows) = &within {
             state.check_rows(CALL, rows.len())?;
         }
-        let types: Vec<_> = types.into_iter().map(change_type).collect();
+        // At most the four change types, however long the list: the selection checks
+        // each row against every entry.
+        let mut distinct: Vec<ChangeType> = Vec::with_capacity(4);
+        for change in types.into_iter().map(change_type) {
+            if !distinct.contains(&change) {
+                distinct.push(change);
+            }
+        }
+        let types = distinct;
         match model::select_change_types(&state.batch, &types, within.as_deref()) {
             Ok(rows) => Ok(rows),
             Err(e) => {
@@ -414,6 +407,10 @@ impl host::HostBatch for HostState {
         if state.bad_output.is_some() {
             return Ok(Ok(0));
         }
+        // Records are charged once made; one that could pass the whole cap is refused
+        // before the host builds it.
+        let largest = sizes::largest_encoded_record_bytes(&state.batch, &spec);
+        state.output.check_record(EMIT_ENCODED, largest)?;
         let mut sink = ChargedRecords {
             records: Vec::new(),
             output: &mut state.output,
@@ -500,12 +497,12 @@ impl host::HostBatch for HostState {
         if state.rejected_rows.is_empty() {
             state.rejected_rows = vec![false; num_rows];
         }
-        // One rejection per row, so the rejections a module can make the host hold
-        // are bounded by the batch.
+        // One rejection per row, the first reason kept, so the rejections a module can
+        // make the host hold are bounded by the batch.
         if std::mem::replace(&mut state.rejected_rows[row as usize], true) {
-            return Err(HostLimitExceeded::RejectedTwice { row }.into());
+            return Ok(());
         }
-        let message = truncated(message, MAX_REJECTION_MESSAGE_BYTES);
+        let message = truncated(message, MAX_MESSAGE_BYTES);
         state
             .output
             .charge(REJECT, rejection_bytes(message.len()))?;

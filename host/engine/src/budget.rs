@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use sluice_model::Record;
 
-/// Longest rejection message kept; longer ones are cut (at a character boundary).
-pub(crate) const MAX_REJECTION_MESSAGE_BYTES: usize = 1024;
+/// Longest message from a module the host keeps (a rejection's reason, a row or batch
+/// error, an `init` refusal); longer ones are cut at a character boundary, since the
+/// error policy copies a message to every row it fails.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// Most JSON fields one `emit-encoded` call may name.
 pub(crate) const MAX_ENCODED_FIELDS: usize = 4096;
@@ -42,6 +44,18 @@ pub(crate) enum HostLimitExceeded {
         call: &'static str,
         /// The deadline of the batch.
         timeout: Duration,
+    },
+    /// One record could be larger than the output cap of a whole batch.
+    #[error(
+        "host call {call} could make a record of {bytes} bytes, more than the {cap_mib} MiB the module may emit for a whole batch (the [transform] max_output_mib limit)"
+    )]
+    Record {
+        /// The host function.
+        call: &'static str,
+        /// The record's size, at most.
+        bytes: usize,
+        /// The output cap.
+        cap_mib: usize,
     },
     /// The call's result would be larger than the module's memory cap.
     #[error(
@@ -78,12 +92,6 @@ pub(crate) enum HostLimitExceeded {
         bound: usize,
         /// Where the bound comes from.
         why: String,
-    },
-    /// A row was rejected a second time.
-    #[error("host call reject was given row {row} a second time; a row is rejected at most once")]
-    RejectedTwice {
-        /// The row.
-        row: u32,
     },
 }
 
@@ -128,8 +136,12 @@ pub(crate) struct CallDeadline {
 impl CallDeadline {
     /// A deadline `timeout` from now.
     pub(crate) fn starting_now(timeout: Duration) -> CallDeadline {
+        let now = Instant::now();
         CallDeadline {
-            at: Instant::now() + timeout,
+            // A timeout too large to represent never ends (a year is as good).
+            at: now
+                .checked_add(timeout)
+                .unwrap_or(now + Duration::from_secs(365 * 24 * 3600)),
             timeout,
         }
     }
@@ -172,6 +184,22 @@ pub(crate) struct OutputBudget {
 impl OutputBudget {
     pub(crate) fn new(cap: usize) -> OutputBudget {
         OutputBudget { used: 0, cap }
+    }
+
+    /// Fails if one record of `bytes` would pass the cap on its own.
+    pub(crate) fn check_record(
+        &self,
+        call: &'static str,
+        bytes: usize,
+    ) -> Result<(), HostLimitExceeded> {
+        if bytes > self.cap {
+            return Err(HostLimitExceeded::Record {
+                call,
+                bytes,
+                cap_mib: self.cap / (1024 * 1024),
+            });
+        }
+        Ok(())
     }
 
     /// Charges `bytes`, failing once the total passes the cap.

@@ -7,14 +7,16 @@ use wasmtime::component::{Resource, ResourceTable, ResourceTableError};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::batch::BatchState;
-use crate::budget::{CallDeadline, HostLimitExceeded};
+use crate::budget::{
+    CallDeadline, HostLimitExceeded, MAX_MESSAGE_BYTES, OutputBudget, record_bytes, truncated,
+};
 use crate::contract::{v0_1, v1};
 use crate::convert;
 use crate::error::{EngineError, TransformError, TrapKind};
 use crate::limits::{Limiter, MemoryCapExceeded};
 use crate::log::ModuleLog;
 use crate::module::{InstanceLimits, LogTap, ModulePre};
-use crate::wasi::{SinceStart, StderrTail, Waits};
+use crate::wasi::{SinceStart, StderrTail, WaitLimit, Waits};
 
 /// Most resources (WASI streams, pollables) and component handles one instance may hold
 /// at once: far above what a transform uses, far below what would cost the host much.
@@ -31,6 +33,8 @@ pub(crate) struct HostState {
     wasi: WasiCtx,
     stderr: StderrTail,
     clock: SinceStart,
+    /// The deadline, as the module's waits in WASI see it.
+    wait_limit: WaitLimit,
 }
 
 impl HostState {
@@ -39,21 +43,29 @@ impl HostState {
         let (wasi, stderr, clock) = crate::wasi::sealed();
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HANDLES);
+        let deadline = CallDeadline::starting_now(config.batch_deadline);
         HostState {
             limiter: Limiter::new(config.memory_limit_bytes),
-            deadline: CallDeadline::starting_now(config.batch_deadline),
+            deadline,
             table,
             log: ModuleLog::new(module, config.log_messages_per_second, log_tap),
             wasi,
             stderr,
             clock,
+            wait_limit: WaitLimit::new(deadline.at()),
         }
+    }
+
+    /// Starts the deadline of a call.
+    fn arm_deadline(&mut self, timeout: std::time::Duration) {
+        self.deadline = CallDeadline::starting_now(timeout);
+        self.wait_limit.set(self.deadline.at());
     }
 }
 
 impl Waits for HostState {
-    fn waits(&mut self) -> (&mut ResourceTable, std::time::Instant, SinceStart) {
-        (&mut self.table, self.deadline.at(), self.clock)
+    fn waits(&mut self) -> (&mut ResourceTable, WaitLimit, SinceStart) {
+        (&mut self.table, self.wait_limit.clone(), self.clock)
     }
 }
 
@@ -145,7 +157,7 @@ impl TransformInstance {
         })?
         .map_err(|message| EngineError::Init {
             module: module.to_string(),
-            message,
+            message: truncated(message, MAX_MESSAGE_BYTES),
         })?;
         Ok(TransformInstance {
             store,
@@ -166,12 +178,14 @@ impl TransformInstance {
         let output = match &self.bindings {
             Bindings::V1(bindings) => {
                 let state = BatchState::new(batch, self.limits.max_output_bytes);
+                // A table the module filled with resources it never dropped is its own
+                // doing: a trap, so the instance is replaced.
                 let handle = self
                     .store
                     .data_mut()
                     .table
                     .push(state)
-                    .map_err(|e| self.input_error(e.to_string()))?;
+                    .map_err(|e| self.trap(&wasmtime::Error::new(e)))?;
                 let borrowed = Resource::<BatchState>::new_borrow(handle.rep());
                 let called = bindings
                     .sluice_transform_transformer()
@@ -202,7 +216,7 @@ impl TransformInstance {
                 let records = within_deadline(&self.store, "transform", called)
                     .map_err(|e| self.trap(&e))?
                     .map_err(|e| self.reported_v0_1(e))?;
-                let records = records
+                let records: Vec<Record> = records
                     .into_iter()
                     .map(|r| Record {
                         source_row: r.source_row,
@@ -213,6 +227,9 @@ impl TransformInstance {
                         headers: r.headers.into_iter().map(|h| (h.key, h.value)).collect(),
                     })
                     .collect();
+                OutputBudget::new(self.limits.max_output_bytes)
+                    .charge("transform", records.iter().map(record_bytes).sum())
+                    .map_err(|e| self.trap(&wasmtime::Error::new(e)))?;
                 BatchOutput {
                     records,
                     rejected: Vec::new(),
@@ -262,11 +279,11 @@ impl TransformInstance {
             E::Row(r) => TransformError::Row {
                 module: self.module.clone(),
                 row: r.row,
-                message: r.message,
+                message: truncated(r.message, MAX_MESSAGE_BYTES),
             },
             E::Batch(message) => TransformError::Batch {
                 module: self.module.clone(),
-                message,
+                message: truncated(message, MAX_MESSAGE_BYTES),
             },
         }
     }
@@ -280,11 +297,11 @@ impl TransformInstance {
             E::Row(r) => TransformError::Row {
                 module: self.module.clone(),
                 row: r.row,
-                message: r.message,
+                message: truncated(r.message, MAX_MESSAGE_BYTES),
             },
             E::Batch(message) => TransformError::Batch {
                 module: self.module.clone(),
-                message,
+                message: truncated(message, MAX_MESSAGE_BYTES),
             },
         }
     }
@@ -316,7 +333,7 @@ fn within_deadline<R>(
 /// for the module's code, the instant for the host's work on its behalf.
 fn arm(store: &mut Store<HostState>, config: &InstanceLimits) -> wasmtime::Result<()> {
     store.set_epoch_deadline(config.deadline_ticks());
-    store.data_mut().deadline = CallDeadline::starting_now(config.batch_deadline);
+    store.data_mut().arm_deadline(config.batch_deadline);
     if let Some(fuel) = config.fuel_per_batch {
         store.set_fuel(fuel)?;
     }
@@ -346,8 +363,9 @@ fn trap_kind(error: &wasmtime::Error) -> TrapKind {
         return TrapKind::HostLimit;
     }
     // wasmtime's own limits on what a module makes it hold; their error types are
-    // private, their messages are not.
-    let message = format!("{error:#}");
+    // private, their messages are not. Only the root cause is read: the context above
+    // it names the module's functions, which the module chooses.
+    let message = error.root_cause().to_string();
     if WASMTIME_LIMITS
         .iter()
         .any(|parts| parts.iter().all(|part| message.contains(part)))

@@ -18,6 +18,7 @@ mod instance;
 mod limits;
 mod log;
 mod module;
+mod sizes;
 mod wasi;
 
 pub use error::{EngineError, TransformError, TrapKind};

@@ -180,20 +180,52 @@ pub(crate) fn sealed() -> (WasiCtx, StderrTail, SinceStart) {
     (context, stderr, clock)
 }
 
-/// What a capped wait needs from the store's state.
-pub(crate) trait Waits: Send + 'static {
-    /// The resource table, when the current call must end, and the module's clock.
-    fn waits(&mut self) -> (&mut ResourceTable, Instant, SinceStart);
+/// When the current call must end, shared with the waits a module made, so a wait
+/// made during one call (`init`, an earlier batch) ends at the deadline of the call it
+/// is waited on in.
+#[derive(Clone, Debug)]
+pub(crate) struct WaitLimit(Arc<Mutex<Instant>>);
+
+impl WaitLimit {
+    pub(crate) fn new(at: Instant) -> WaitLimit {
+        WaitLimit(Arc::new(Mutex::new(at)))
+    }
+
+    /// Moves the limit to `at` (when a call is armed).
+    pub(crate) fn set(&self, at: Instant) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = at;
+    }
+
+    fn get(&self) -> Instant {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
-/// A wait that ends at an instant (the earlier of what the module asked and the call's
-/// deadline).
-struct Until(tokio::time::Instant);
+/// What a capped wait needs from the store's state.
+pub(crate) trait Waits: Send + 'static {
+    /// The resource table, the call's wait limit, and the module's clock.
+    fn waits(&mut self) -> (&mut ResourceTable, WaitLimit, SinceStart);
+}
+
+/// A wait that ends at the earlier of what the module asked and the current call's
+/// deadline.
+struct Until {
+    asked: tokio::time::Instant,
+    limit: WaitLimit,
+}
 
 #[wasmtime_wasi::async_trait]
 impl Pollable for Until {
     async fn ready(&mut self) {
-        tokio::time::sleep_until(self.0).await;
+        let limit = tokio::time::Instant::from_std(self.limit.get());
+        let wake = self.asked.min(limit);
+        if tokio::time::Instant::now() >= wake {
+            // Ready at once, as wasmtime-wasi's own past deadlines are, after letting
+            // other tasks run (a zero-length wait is how a guest polls without blocking).
+            tokio::task::yield_now().await;
+            return;
+        }
+        tokio::time::sleep_until(wake).await;
     }
 }
 
@@ -201,12 +233,13 @@ fn capped_wait(
     state: &mut impl Waits,
     nanos_from_now: u64,
 ) -> wasmtime::Result<Resource<DynPollable>> {
-    let (table, deadline, _) = state.waits();
-    let deadline = tokio::time::Instant::from_std(deadline);
-    let until = tokio::time::Instant::now()
+    let (table, limit, _) = state.waits();
+    let now = tokio::time::Instant::now();
+    // A wait too long to represent lasts until the call's deadline.
+    let asked = now
         .checked_add(Duration::from_nanos(nanos_from_now))
-        .map_or(deadline, |at| at.min(deadline));
-    let wait = table.push(Until(until))?;
+        .unwrap_or_else(|| tokio::time::Instant::from_std(limit.get()));
+    let wait = table.push(Until { asked, limit })?;
     wasmtime_wasi::p2::subscribe(table, wait)
 }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use sluice_engine::{
     BatchOutput, EngineConfig, EngineError, InstanceLimits, OutputRecord, TransformEngine,
-    TransformError, TransformInstance, TransformModule,
+    TransformError, TransformInstance, TransformModule, TrapKind,
 };
 use sluice_model::helpers::CHANGE_COLUMNS;
 use sluice_model::{Column, JsonObject, Value};
@@ -51,15 +51,14 @@ pub(crate) struct TransformStage {
 
 /// The limits a `[transform]` section gives its module's instances.
 pub fn instance_limits(transform: &TransformSection) -> InstanceLimits {
-    let memory = transform.memory_limit_mib * 1024 * 1024;
+    let bytes = |mib: usize| mib.saturating_mul(1024 * 1024);
+    let memory = bytes(transform.memory_limit_mib);
     InstanceLimits {
         memory_limit_bytes: memory,
         batch_deadline: transform.batch_timeout,
         fuel_per_batch: transform.fuel_per_batch,
-        max_output_bytes: transform.max_output_mib * 1024 * 1024,
-        recycle_memory_bytes: transform
-            .recycle_memory_mib
-            .map_or(memory / 2, |mib| mib * 1024 * 1024),
+        max_output_bytes: bytes(transform.max_output_mib),
+        recycle_memory_bytes: transform.recycle_memory_mib.map_or(memory / 2, bytes),
         log_messages_per_second: transform.log_messages_per_second,
     }
 }
@@ -247,7 +246,9 @@ impl TransformStage {
                     // A trapped instance is never reused.
                     self.instance = None;
                     self.metrics.count_trap(kind);
-                    if retried {
+                    // A host limit is the module's own doing, the same on a fresh
+                    // instance: no retry.
+                    if retried || kind == TrapKind::HostLimit {
                         return Err(error);
                     }
                     tracing::warn!(module = self.module.name(), %error, "The transform module trapped; retrying the batch once on a fresh instance.");

@@ -90,6 +90,16 @@ pub struct TenantConfig {
     /// Largest module the tenant may upload, in MiB (default 64).
     #[serde(default = "default_tenant_module_mib")]
     pub max_module_mib: usize,
+    /// Most output (records and rejections) one batch of its modules may make, in MiB
+    /// (default 256): the host holds it until the batch is produced.
+    #[serde(default = "default_tenant_output_mib")]
+    pub max_output_mib: usize,
+    /// Most change rows in one batch (default 100,000): the host holds the batch.
+    #[serde(default = "default_tenant_batch_rows")]
+    pub max_batch_rows: usize,
+    /// Most log messages per second one module instance may write (default 100).
+    #[serde(default = "default_tenant_log_rate")]
+    pub max_log_messages_per_second: u32,
     /// librdkafka properties added to every pipeline of the tenant, over the
     /// pipeline's own: its bootstrap servers and credentials. Values may be
     /// `${env:NAME}` or `${file:PATH}`. Never shown to the tenant, guests or logs.
@@ -127,6 +137,15 @@ fn default_tenant_batch_timeout() -> Duration {
 }
 fn default_tenant_module_mib() -> usize {
     64
+}
+fn default_tenant_output_mib() -> usize {
+    256
+}
+fn default_tenant_batch_rows() -> usize {
+    100_000
+}
+fn default_tenant_log_rate() -> u32 {
+    100
 }
 
 /// A tenant or pipeline name: letters, digits, `_` and `-` (it is part of Kafka ids and

@@ -513,6 +513,29 @@ impl Service {
             }
             _ => {}
         }
+        for (what, asked, max) in [
+            (
+                "[transform] max_output_mib",
+                config.transform.max_output_mib,
+                limits.max_output_mib,
+            ),
+            (
+                "[source] batch_rows",
+                config.source.batch_rows,
+                limits.max_batch_rows,
+            ),
+            (
+                "[transform] log_messages_per_second",
+                config.transform.log_messages_per_second as usize,
+                limits.max_log_messages_per_second as usize,
+            ),
+        ] {
+            if asked > max {
+                return Err(ServiceError::LimitExceeded(format!(
+                    "pipeline {name} asks for {what} = {asked}; tenant {tenant} may use at most {max}"
+                )));
+            }
+        }
         if let Some(prefix) = &limits.topic_prefix {
             let topics =
                 std::iter::once(&config.sink.topic).chain(&config.transform.dead_letter_topic);

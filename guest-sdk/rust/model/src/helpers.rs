@@ -39,6 +39,21 @@ pub enum Scalar {
 }
 
 impl Scalar {
+    /// The constant for a message: as Rust shows it, text cut to 100 bytes (a guest
+    /// chooses it, and the host builds the message).
+    fn described(&self) -> String {
+        match self {
+            Scalar::Text(text) if text.len() > 100 => {
+                let mut end = 100;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                format!("Text({:?}…)", &text[..end])
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
     fn value(&self) -> Value<'_> {
         match self {
             Scalar::Null => Value::Null,
@@ -203,8 +218,9 @@ pub fn select_where(
             op => {
                 let ordering = compare(&value, &constant).map_err(|found| {
                     HelperError(format!(
-                        "Cannot compare column `{}` ({found}) with {:?}.",
-                        predicate.column, predicate.value
+                        "Cannot compare column `{}` ({found}) with {}.",
+                        predicate.column,
+                        predicate.value.described()
                     ))
                 })?;
                 ordering.is_some_and(|o| match op {
@@ -522,6 +538,12 @@ mod tests {
             select_where(&batch, &wrong, None).unwrap_err().0,
             r#"Cannot compare column `amount` (integer) with Text("x")."#
         );
+        let long = Predicate {
+            value: Scalar::Text("\n".repeat(1_000_000)),
+            ..wrong
+        };
+        let message = select_where(&batch, &long, None).unwrap_err().0;
+        assert!(message.len() < 300, "a guest's constant is cut: {message}");
     }
 
     #[test]

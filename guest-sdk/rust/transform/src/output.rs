@@ -1,5 +1,7 @@
 //! Records a transform emits, rows it rejects, and the errors it reports.
 
+use std::collections::HashSet;
+
 use sluice_model::helpers::HelperError;
 use sluice_model::{PackedRecords, Record};
 
@@ -14,6 +16,7 @@ use crate::batch::{Batch, Row};
 pub struct Output {
     packed: PackedRecords,
     rejected: Vec<(u32, String)>,
+    rejected_rows: HashSet<u32>,
     guest: bool,
 }
 
@@ -40,14 +43,17 @@ impl Output {
     }
 
     /// Marks `row` as failed with why; the pipeline's error policy decides what
-    /// happens to it (stop, skip, or dead-letter), and the other rows carry on.
+    /// happens to it (stop, skip, or dead-letter), and the other rows carry on. A row
+    /// is rejected once: later rejections of it are ignored, as the host does.
     pub fn reject(&mut self, row: &Row<'_>, message: impl Into<String>) {
         self.reject_row(row.index(), message);
     }
 
     /// [`Output::reject`] by row index.
     pub fn reject_row(&mut self, row: u32, message: impl Into<String>) {
-        self.rejected.push((row, message.into()));
+        if self.rejected_rows.insert(row) {
+            self.rejected.push((row, message.into()));
+        }
     }
 
     /// Has the host make one record per selected row natively (see
@@ -124,4 +130,21 @@ impl std::error::Error for Error {}
 
 pub(crate) fn helpers_error(e: HelperError) -> Error {
     Error::Batch(e.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_is_rejected_once_with_its_first_reason() {
+        let mut out = Output::default();
+        out.reject_row(3, "first");
+        out.reject_row(3, "second");
+        out.reject_row(4, "other");
+        assert_eq!(
+            out.rejected(),
+            &[(3, "first".to_string()), (4, "other".to_string())]
+        );
+    }
 }
