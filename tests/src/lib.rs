@@ -304,7 +304,9 @@ pub struct Measured {
     pub signal: Option<i32>,
     /// What it wrote to stderr.
     pub stderr: String,
-    /// Its peak resident set size, in bytes (from `wait4`'s resource usage).
+    /// Its peak memory, in bytes: the peak of its memory cgroup where there is one,
+    /// else the largest `VmHWM` sampled while it ran. (`wait4`'s `ru_maxrss` would count
+    /// the test process too: a child is forked from it before it runs `sluice`.)
     pub peak_rss: u64,
 }
 
@@ -331,6 +333,23 @@ impl MemoryCgroup {
     fn add(&self, pid: u32) {
         let _ = std::fs::write(self.dir.join("cgroup.procs"), pid.to_string());
     }
+
+    /// The most memory the cgroup's processes held at once.
+    fn peak(&self) -> Option<u64> {
+        std::fs::read_to_string(self.dir.join("memory.max_usage_in_bytes"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+/// A process's peak resident set size so far (`VmHWM`), in bytes.
+fn vm_hwm(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 impl Drop for MemoryCgroup {
@@ -345,9 +364,7 @@ impl Drop for MemoryCgroup {
 pub fn run_measured(mut command: Command, guard: u64) -> Measured {
     let log = tempfile::NamedTempFile::new().expect("a temporary file");
     let cgroup = MemoryCgroup::new(guard);
-    // Reaped by wait4 below, which also gives its resource usage.
-    #[allow(clippy::zombie_processes)]
-    let child = command
+    let mut child = command
         .stdout(Stdio::null())
         .stderr(log.reopen().expect("the log reopens"))
         .spawn()
@@ -355,18 +372,30 @@ pub fn run_measured(mut command: Command, guard: u64) -> Measured {
     if let Some(cgroup) = &cgroup {
         cgroup.add(child.id());
     }
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `child` is our own child, not yet waited for; the pointers are valid.
-    let waited = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(waited, child.id() as i32, "wait4 failed");
+    let pid = child.id();
+    let running = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let running = running.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while running.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(vm_hwm(pid).unwrap_or(0));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak
+        })
+    };
+    let status = child.wait().expect("the command ends");
+    running.store(false, std::sync::atomic::Ordering::Relaxed);
+    let sampled = sampler.join().expect("the sampler ends");
     Measured {
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+        code: status.code(),
+        signal: std::os::unix::process::ExitStatusExt::signal(&status),
         stderr: std::fs::read_to_string(log.path()).unwrap_or_default(),
-        // Linux reports ru_maxrss in KiB.
-        peak_rss: usage.ru_maxrss as u64 * 1024,
+        peak_rss: cgroup
+            .as_ref()
+            .and_then(MemoryCgroup::peak)
+            .unwrap_or(sampled),
     }
 }
 

@@ -86,48 +86,30 @@ pub(crate) fn data_columns(batch: &RecordBatch) -> Vec<LeafColumn> {
     leaf_columns(batch, &CHANGE_COLUMNS)
 }
 
-/// The largest value of one cell of `array`, as bytes or text.
-fn largest_cell_bytes(array: &dyn Array) -> usize {
-    fn widest(offsets: impl Iterator<Item = usize>) -> usize {
-        let mut previous = None;
-        let mut widest = 0;
-        for offset in offsets {
-            if let Some(previous) = previous {
-                widest = widest.max(offset.saturating_sub(previous));
-            }
-            previous = Some(offset);
+/// The widest of the cells between consecutive `offsets`.
+fn widest(offsets: impl Iterator<Item = usize>) -> usize {
+    let mut previous = None;
+    let mut widest = 0;
+    for offset in offsets {
+        if let Some(previous) = previous {
+            widest = widest.max(offset.saturating_sub(previous));
         }
-        widest
+        previous = Some(offset);
     }
+    widest
+}
+
+/// The largest value of one cell of `array`, as bytes or text: strings and bytes by
+/// their widest value, structs by the sum of their fields' widest, lists and maps by
+/// their longest entry count times their widest element.
+fn largest_cell_bytes(array: &dyn Array) -> usize {
+    let offsets32 = |o: &[i32]| widest(o.iter().map(|&o| o as usize));
+    let offsets64 = |o: &[i64]| widest(o.iter().map(|&o| o as usize));
     match array.data_type() {
-        DataType::Utf8 => widest(
-            array
-                .as_string::<i32>()
-                .value_offsets()
-                .iter()
-                .map(|&o| o as usize),
-        ),
-        DataType::LargeUtf8 => widest(
-            array
-                .as_string::<i64>()
-                .value_offsets()
-                .iter()
-                .map(|&o| o as usize),
-        ),
-        DataType::Binary => widest(
-            array
-                .as_binary::<i32>()
-                .value_offsets()
-                .iter()
-                .map(|&o| o as usize),
-        ),
-        DataType::LargeBinary => widest(
-            array
-                .as_binary::<i64>()
-                .value_offsets()
-                .iter()
-                .map(|&o| o as usize),
-        ),
+        DataType::Utf8 => offsets32(array.as_string::<i32>().value_offsets()),
+        DataType::LargeUtf8 => offsets64(array.as_string::<i64>().value_offsets()),
+        DataType::Binary => offsets32(array.as_binary::<i32>().value_offsets()),
+        DataType::LargeBinary => offsets64(array.as_binary::<i64>().value_offsets()),
         DataType::Utf8View => array
             .as_string_view()
             .iter()
@@ -142,13 +124,33 @@ fn largest_cell_bytes(array: &dyn Array) -> usize {
             .map(<[u8]>::len)
             .max()
             .unwrap_or(0),
-        DataType::Struct(_)
-        | DataType::List(_)
-        | DataType::LargeList(_)
-        | DataType::ListView(_)
-        | DataType::FixedSizeList(..)
-        | DataType::Map(..)
-        | DataType::Union(..) => slice_bytes(array) * NESTED_TEXT_FACTOR,
+        DataType::Struct(fields) => fields
+            .iter()
+            .zip(array.as_struct().columns())
+            .map(|(field, child)| field.name().len() + largest_cell_bytes(child.as_ref()) + 8)
+            .sum(),
+        DataType::List(_) => {
+            let list = array.as_list::<i32>();
+            offsets32(list.value_offsets()) * (largest_cell_bytes(list.values().as_ref()) + 8)
+        }
+        DataType::LargeList(_) => {
+            let list = array.as_list::<i64>();
+            offsets64(list.value_offsets()) * (largest_cell_bytes(list.values().as_ref()) + 8)
+        }
+        DataType::FixedSizeList(_, size) => {
+            let list = array.as_fixed_size_list();
+            *size as usize * (largest_cell_bytes(list.values().as_ref()) + 8)
+        }
+        DataType::Map(..) => {
+            let map = array.as_map();
+            offsets32(map.value_offsets())
+                * (largest_cell_bytes(map.keys().as_ref())
+                    + largest_cell_bytes(map.values().as_ref())
+                    + 8)
+        }
+        DataType::ListView(_) | DataType::LargeListView(_) | DataType::Union(..) => {
+            slice_bytes(array) * NESTED_TEXT_FACTOR
+        }
         _ => SCALAR_TEXT_BYTES,
     }
 }
@@ -248,6 +250,24 @@ mod tests {
         assert!(many >= 100 * 10_000, "{many}");
         let none = largest_encoded_record_bytes(&batch, &spec(wit::ValueEncoding::Tombstone, 0));
         assert!(none < 11_000, "{none}");
+    }
+
+    #[test]
+    fn a_struct_cell_is_as_wide_as_its_widest_fields_not_its_whole_column() {
+        use delta_kernel::arrow::array::StructArray;
+        use delta_kernel::arrow::datatypes::Fields;
+        let owner = StructArray::new(
+            Fields::from(vec![Field::new("owner", DataType::Utf8, true)]),
+            vec![Arc::new(StringArray::from(vec!["o123456789"; 10_000])) as ArrayRef],
+            None,
+        );
+        let schema = Schema::new(vec![Field::new("doc", owner.data_type().clone(), true)]);
+        let batch =
+            RecordBatch::try_new(Arc::new(schema), vec![Arc::new(owner) as ArrayRef]).unwrap();
+        let mut row = spec(wit::ValueEncoding::JsonRow, 0);
+        row.key = None;
+        let largest = largest_encoded_record_bytes(&batch, &row);
+        assert!(largest < 1024, "{largest}");
     }
 
     #[test]

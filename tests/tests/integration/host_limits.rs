@@ -337,7 +337,12 @@ fn modules_that_make_the_host_spend_fail_alone() {
         );
         let error = status["error"].as_str().unwrap();
         assert!(error.contains(expected), "{behavior}: {error}");
-        if *expected != "deadline exceeded" {
+        // A flood of rejections is not a host limit: the host keeps one per row and
+        // the policy fails the first; waits end at the deadline.
+        if !["deadline exceeded", "failed on batch row"]
+            .iter()
+            .any(|other| expected.starts_with(other))
+        {
             assert!(
                 status["counters"]["host_limits"].as_u64().unwrap() >= 1,
                 "{behavior}: {status}"
