@@ -345,7 +345,7 @@ impl MemoryCgroup {
 }
 
 /// A process's peak resident set size so far (`VmHWM`), in bytes.
-fn vm_hwm(pid: u32) -> Option<u64> {
+pub(crate) fn vm_hwm(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

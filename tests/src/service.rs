@@ -151,11 +151,7 @@ impl Serve {
 
     /// The service's peak resident set size so far, in bytes (`VmHWM`).
     pub fn peak_rss(&self) -> Option<u64> {
-        let pid = self.child.as_ref()?.id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
+        crate::vm_hwm(self.child.as_ref()?.id())
     }
 
     /// Whether the process is still alive.

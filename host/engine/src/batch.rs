@@ -12,7 +12,7 @@ use wasmtime::component::Resource;
 
 use crate::budget::{
     CallDeadline, HostLimitExceeded, MAX_ENCODED_FIELDS, MAX_ENCODED_HEADERS, MAX_MESSAGE_BYTES,
-    OutputBudget, ResultBudget, check_count, held_record_bytes, record_bytes, rejection_bytes,
+    OutputBudget, check_count, check_result, held_record_bytes, record_bytes, rejection_bytes,
     truncated,
 };
 use crate::contract::v1::sluice::transform::host;
@@ -77,7 +77,7 @@ impl BatchState {
 /// Records `emit-encoded` makes, charged to the batch's output budget and checked
 /// against the deadline one by one, so a costly spec stops as soon as it crosses.
 struct ChargedRecords<'a> {
-    records: Vec<Record>,
+    records: &'a mut Vec<Record>,
     output: &'a mut OutputBudget,
     deadline: CallDeadline,
     stopped: Option<HostLimitExceeded>,
@@ -273,16 +273,15 @@ impl host::HostBatch for HostState {
 
     fn arrow_ipc(&mut self, handle: Resource<BatchState>) -> wasmtime::Result<Vec<u8>> {
         self.deadline.check(ARROW_IPC)?;
-        let mut result = ResultBudget::new(ARROW_IPC, self.limiter.memory_limit());
+        let cap = self.limiter.memory_limit();
         let state = batch(self, &handle)?;
-        result.charge(
-            state
-                .batch
-                .columns()
-                .iter()
-                .map(|column| sizes::slice_bytes(column))
-                .sum(),
-        )?;
+        let bytes = state
+            .batch
+            .columns()
+            .iter()
+            .map(|c| sizes::slice_bytes(c))
+            .sum();
+        check_result(ARROW_IPC, bytes, cap)?;
         arrow_ipc(&state.batch)
             .map_err(|e| wasmtime::Error::msg(format!("cannot encode the batch as Arrow IPC: {e}")))
     }
@@ -293,9 +292,9 @@ impl host::HostBatch for HostState {
         names: Vec<String>,
     ) -> wasmtime::Result<Result<Vec<wit::Column>, String>> {
         self.deadline.check(COLUMNS)?;
-        let mut result = ResultBudget::new(COLUMNS, self.limiter.memory_limit());
+        let cap = self.limiter.memory_limit();
         let state = batch(self, &handle)?;
-        let leaves = sizes::data_columns(&state.batch);
+        let leaves = convert::data_columns(&state.batch);
         let known: HashSet<&str> = leaves.iter().map(|leaf| leaf.name.as_str()).collect();
         // Unknown names are refused before any work; known names beyond the batch's
         // columns can only repeat one, each time converting it again.
@@ -304,8 +303,8 @@ impl host::HostBatch for HostState {
                 format!("the batch has {} data columns", leaves.len())
             })?;
         }
-        result.charge(sizes::columns_result_bytes(&leaves, &names))?;
-        Ok(convert::columns(&state.batch, &names))
+        check_result(COLUMNS, sizes::columns_result_bytes(&leaves, &names), cap)?;
+        Ok(convert::columns(&leaves, &names))
     }
 
     fn change_types(
@@ -411,8 +410,10 @@ impl host::HostBatch for HostState {
         // before the host builds it.
         let largest = sizes::largest_encoded_record_bytes(&state.batch, &spec);
         state.output.check_record(EMIT_ENCODED, largest)?;
+        // Records go straight to the batch's output: encode refuses a bad spec before it
+        // makes any, and a crossed limit traps the call.
         let mut sink = ChargedRecords {
-            records: Vec::new(),
+            records: &mut state.records,
             output: &mut state.output,
             deadline,
             stopped: None,
@@ -421,11 +422,7 @@ impl host::HostBatch for HostState {
         if let Some(limit) = sink.stopped {
             return Err(limit.into());
         }
-        let records = sink.records;
-        Ok(encoded.map_err(helper_message).inspect(|_| {
-            // Charged as they were made.
-            state.records.extend(records);
-        }))
+        Ok(encoded.map_err(helper_message))
     }
 
     fn emit_packed(

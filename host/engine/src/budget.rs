@@ -151,26 +151,30 @@ impl CallDeadline {
         self.at
     }
 
+    fn passed(&self) -> bool {
+        Instant::now() >= self.at
+    }
+
     /// Fails if the module's `call` returned after the deadline.
     pub(crate) fn check_returned(&self, call: &'static str) -> Result<(), HostLimitExceeded> {
-        if Instant::now() >= self.at {
-            return Err(HostLimitExceeded::Overran {
+        match self.passed() {
+            true => Err(HostLimitExceeded::Overran {
                 call,
                 timeout: self.timeout,
-            });
+            }),
+            false => Ok(()),
         }
-        Ok(())
     }
 
     /// Fails once the deadline has passed.
     pub(crate) fn check(&self, call: &'static str) -> Result<(), HostLimitExceeded> {
-        if Instant::now() >= self.at {
-            return Err(HostLimitExceeded::Deadline {
+        match self.passed() {
+            true => Err(HostLimitExceeded::Deadline {
                 call,
                 timeout: self.timeout,
-            });
+            }),
+            false => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -219,32 +223,21 @@ impl OutputBudget {
     }
 }
 
-/// Charges results a host call builds for the module against its memory cap, as they
-/// grow.
-#[derive(Debug)]
-pub(crate) struct ResultBudget {
+/// Refuses a result of `bytes` that a host call would build for the module when it is
+/// larger than the module's memory cap: the module could not receive it.
+pub(crate) fn check_result(
     call: &'static str,
-    used: usize,
+    bytes: usize,
     cap: usize,
-}
-
-impl ResultBudget {
-    pub(crate) fn new(call: &'static str, cap: usize) -> ResultBudget {
-        ResultBudget { call, used: 0, cap }
+) -> Result<(), HostLimitExceeded> {
+    if bytes > cap {
+        return Err(HostLimitExceeded::Result {
+            call,
+            bytes,
+            cap_mib: cap / (1024 * 1024),
+        });
     }
-
-    /// Charges `bytes`, failing when the result would pass the cap.
-    pub(crate) fn charge(&mut self, bytes: usize) -> Result<(), HostLimitExceeded> {
-        self.used = self.used.saturating_add(bytes);
-        if self.used > self.cap {
-            return Err(HostLimitExceeded::Result {
-                call: self.call,
-                bytes: self.used,
-                cap_mib: self.cap / (1024 * 1024),
-            });
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// What the host holds for one record: the record itself, its topic, key, value and
@@ -313,9 +306,8 @@ mod tests {
 
     #[test]
     fn results_are_refused_past_the_memory_cap() {
-        let mut budget = ResultBudget::new("columns", 1024 * 1024);
-        budget.charge(1024 * 1024).unwrap();
-        let error = budget.charge(10).unwrap_err();
+        check_result("columns", 1024 * 1024, 1024 * 1024).unwrap();
+        let error = check_result("columns", 1024 * 1024 + 10, 1024 * 1024).unwrap_err();
         assert!(
             error
                 .to_string()

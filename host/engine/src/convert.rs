@@ -12,7 +12,7 @@ use delta_kernel::arrow::datatypes::{
 use delta_kernel::arrow::record_batch::RecordBatch;
 use delta_kernel::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sluice_model::helpers::{CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
-use sluice_model::leaf_columns;
+use sluice_model::{LeafColumn, leaf_columns};
 
 use crate::contract::{v0_1, v1::sluice::transform::types as wit};
 
@@ -52,9 +52,13 @@ pub fn normalize(batch: &RecordBatch) -> Result<RecordBatch, String> {
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
 }
 
-/// The data columns named (all when `names` is empty) in typed form.
-pub fn columns(batch: &RecordBatch, names: &[String]) -> Result<Vec<wit::Column>, String> {
-    let leaves = leaf_columns(batch, &CHANGE_COLUMNS);
+/// The batch's data columns (structs flattened, change columns left out).
+pub fn data_columns(batch: &RecordBatch) -> Vec<LeafColumn> {
+    leaf_columns(batch, &CHANGE_COLUMNS)
+}
+
+/// The data `leaves` named (all when `names` is empty) in typed form.
+pub fn columns(leaves: &[LeafColumn], names: &[String]) -> Result<Vec<wit::Column>, String> {
     let chosen: Vec<_> = if names.is_empty() {
         leaves.iter().collect()
     } else {
@@ -108,7 +112,7 @@ pub fn change_batch_v0_1(
         .map_err(|_| format!("{} rows is too many for one batch", batch.num_rows()))?;
     Ok(old::ChangeBatch {
         num_rows,
-        columns: columns(batch, &[])?
+        columns: columns(&data_columns(batch), &[])?
             .into_iter()
             .map(|c| old::Column {
                 name: c.name,

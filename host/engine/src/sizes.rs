@@ -81,11 +81,6 @@ pub(crate) fn columns_result_bytes(leaves: &[LeafColumn], names: &[String]) -> u
         .sum()
 }
 
-/// The batch's data columns, for [`columns_result_bytes`].
-pub(crate) fn data_columns(batch: &RecordBatch) -> Vec<LeafColumn> {
-    leaf_columns(batch, &CHANGE_COLUMNS)
-}
-
 /// The widest of the cells between consecutive `offsets`.
 fn widest(offsets: impl Iterator<Item = usize>) -> usize {
     let mut previous = None;
@@ -161,35 +156,39 @@ fn largest_cell_bytes(array: &dyn Array) -> usize {
 /// the output cap is refused before the host builds it.
 pub(crate) fn largest_encoded_record_bytes(batch: &RecordBatch, spec: &wit::EncodeSpec) -> usize {
     let leaves = leaf_columns(batch, &[]);
-    let widest: HashMap<&str, usize> = leaves
-        .iter()
-        .map(|leaf| (leaf.name.as_str(), largest_cell_bytes(&leaf.array)))
-        .collect();
-    let top_level: usize = batch
-        .schema()
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .filter(|(field, _)| !CHANGE_COLUMNS.contains(&field.name().as_str()))
-        .map(|(field, column)| {
-            (field.name().len() + largest_cell_bytes(column.as_ref())) * JSON_ESCAPE_FACTOR + 8
-        })
-        .sum();
-    let cell = |value: &wit::FieldValue| match value {
-        wit::FieldValue::Column(name) => widest.get(name.as_str()).copied().unwrap_or(0),
-        wit::FieldValue::Substring(s) => widest.get(s.column.as_str()).copied().unwrap_or(0),
+    // Only the columns the spec names are measured, each once.
+    let mut widest: HashMap<&str, usize> = HashMap::new();
+    let mut column = |name: &str| match leaves.iter().find(|leaf| leaf.name == name) {
+        Some(leaf) => *widest
+            .entry(leaf.name.as_str())
+            .or_insert_with(|| largest_cell_bytes(&leaf.array)),
+        None => 0,
+    };
+    let mut cell = |value: &wit::FieldValue| match value {
+        wit::FieldValue::Column(name) => column(name),
+        wit::FieldValue::Substring(s) => column(&s.column),
         wit::FieldValue::Constant(wit::Scalar::Text(text)) => text.len(),
         wit::FieldValue::Constant(_)
         | wit::FieldValue::ChangeType
         | wit::FieldValue::CommitVersion
         | wit::FieldValue::CommitTimestamp => SCALAR_TEXT_BYTES,
     };
-    let value = match &spec.value {
+    let json_field = |name: usize, value: usize| (name + value) * JSON_ESCAPE_FACTOR + 8;
+    let value: usize = match &spec.value {
         wit::ValueEncoding::Json(fields) => fields
             .iter()
-            .map(|f| (f.name.len() + cell(&f.value)) * JSON_ESCAPE_FACTOR + 8)
+            .map(|f| json_field(f.name.len(), cell(&f.value)))
             .sum(),
-        wit::ValueEncoding::JsonRow => top_level,
+        wit::ValueEncoding::JsonRow => batch
+            .schema()
+            .fields()
+            .iter()
+            .zip(batch.columns())
+            .filter(|(field, _)| !CHANGE_COLUMNS.contains(&field.name().as_str()))
+            .map(|(field, array)| {
+                json_field(field.name().len(), largest_cell_bytes(array.as_ref()))
+            })
+            .sum(),
         wit::ValueEncoding::Tombstone => 0,
     };
     let headers: usize = spec
@@ -198,7 +197,7 @@ pub(crate) fn largest_encoded_record_bytes(batch: &RecordBatch, spec: &wit::Enco
         .map(|(name, value)| std::mem::size_of::<(String, Vec<u8>)>() + name.len() + cell(value))
         .sum();
     std::mem::size_of::<Record>()
-        + spec.key.as_ref().map_or(0, cell)
+        + spec.key.as_ref().map_or(0, &mut cell)
         + value
         + spec.topic.as_ref().map_or(0, String::len)
         + headers
@@ -273,7 +272,7 @@ mod tests {
     #[test]
     fn named_columns_count_once_per_naming_and_unknown_names_not_at_all() {
         let batch = batch(vec!["abc"; 100]);
-        let leaves = data_columns(&batch);
+        let leaves = crate::convert::data_columns(&batch);
         let once = columns_result_bytes(&leaves, &["id".to_string()]);
         let twice = columns_result_bytes(&leaves, &["id".to_string(), "id".to_string()]);
         assert_eq!(twice, 2 * once);

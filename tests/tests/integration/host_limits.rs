@@ -92,6 +92,28 @@ fn table(dir: &Path) -> PathBuf {
     table
 }
 
+/// `sluice preview` of `table` through `module`, with `behavior` when one is given.
+fn preview(table: &Path, module: &Path, behavior: Option<&str>) -> Command {
+    let mut preview = Command::new(sluice_binary());
+    preview
+        .args(["preview", "--table"])
+        .arg(table)
+        .arg("--module")
+        .arg(module);
+    if let Some(behavior) = behavior {
+        preview.arg("--param").arg(format!("behavior={behavior}"));
+    }
+    preview
+}
+
+/// `sluice run --stop-at-latest` of the pipeline `files` describe.
+fn run_to_latest_command(files: &PipelineFiles) -> Command {
+    let mut run = Command::new(sluice_binary());
+    run.args(["run", "--stop-at-latest", "--config"])
+        .arg(&files.config);
+    run
+}
+
 fn assert_stopped_cleanly(how: &str, behavior: &str, expected: &[&str], run: &Measured) {
     assert_eq!(
         run.signal, None,
@@ -123,24 +145,11 @@ fn sluice_preview_stops_every_hostile_module_within_its_budgets() {
     let table = table(work.path());
     let module = wasip2_component("misbehaving/host-hogs");
     for (behavior, expected) in HOSTILE {
-        let mut preview = Command::new(sluice_binary());
-        preview
-            .args(["preview", "--table"])
-            .arg(&table)
-            .arg("--module")
-            .arg(&module)
-            .arg("--param")
-            .arg(format!("behavior={behavior}"));
+        let preview = preview(&table, &module, Some(behavior));
         assert_stopped_cleanly("preview", behavior, expected, &run_measured(preview, GUARD));
     }
 
-    let mut behaved = Command::new(sluice_binary());
-    behaved
-        .args(["preview", "--table"])
-        .arg(&table)
-        .arg("--module")
-        .arg(&module);
-    let output = behaved.output().unwrap();
+    let output = preview(&table, &module, None).output().unwrap();
     assert!(output.status.success());
     assert_eq!(
         String::from_utf8_lossy(&output.stdout).lines().count(),
@@ -155,14 +164,9 @@ fn a_flood_of_rejections_keeps_one_short_reason_per_row() {
     let work = tempfile::tempdir().unwrap();
     let table = table(work.path());
     let module = wasip2_component("misbehaving/host-hogs");
-    let mut preview = Command::new(sluice_binary());
-    preview
-        .args(["preview", "--table"])
-        .arg(&table)
-        .arg("--module")
-        .arg(&module)
-        .args(["--param", "behavior=reject-flood"]);
-    let output = preview.output().unwrap();
+    let output = preview(&table, &module, Some("reject-flood"))
+        .output()
+        .unwrap();
     assert!(
         output.status.success(),
         "{}",
@@ -176,14 +180,7 @@ fn a_flood_of_rejections_keeps_one_short_reason_per_row() {
     for line in &rejected {
         assert_eq!(line["rejected"].as_str().unwrap().len(), 1024, "{line}");
     }
-    let mut measured = Command::new(sluice_binary());
-    measured
-        .args(["preview", "--table"])
-        .arg(&table)
-        .arg("--module")
-        .arg(&module)
-        .args(["--param", "behavior=reject-flood"]);
-    let run = run_measured(measured, GUARD);
+    let run = run_measured(preview(&table, &module, Some("reject-flood")), GUARD);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(
         run.peak_rss < PEAK_BOUND,
@@ -206,15 +203,8 @@ fn a_flood_of_rejections_keeps_one_short_reason_per_row() {
             ..Extra::default()
         },
     );
-    let mut run = Command::new(sluice_binary());
-    run.args(["run", "--stop-at-latest", "--config"])
-        .arg(&files.config);
-    assert_stopped_cleanly(
-        "run",
-        "reject-flood",
-        &["failed on batch row 0"],
-        &run_measured(run, GUARD),
-    );
+    let run = run_measured(run_to_latest_command(&files), GUARD);
+    assert_stopped_cleanly("run", "reject-flood", &["failed on batch row 0"], &run);
 }
 
 #[test]
@@ -235,10 +225,8 @@ fn sluice_run_stops_every_hostile_module_within_its_budgets() {
                 ..Extra::default()
             },
         );
-        let mut run = Command::new(sluice_binary());
-        run.args(["run", "--stop-at-latest", "--config"])
-            .arg(&files.config);
-        assert_stopped_cleanly("run", behavior, expected, &run_measured(run, GUARD));
+        let run = run_measured(run_to_latest_command(&files), GUARD);
+        assert_stopped_cleanly("run", behavior, expected, &run);
     }
 }
 
