@@ -7,7 +7,8 @@ use std::sync::Arc;
 use sluice_source::{ChangeFeed, SourceOptions};
 
 use crate::config::PipelineConfig;
-use crate::run::{configured_start, sink_config};
+use crate::run::sink_config;
+use crate::start::configured_start;
 use crate::stage::load_module;
 
 /// What one part of a pipeline was found to be.

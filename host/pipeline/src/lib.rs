@@ -7,13 +7,23 @@
 
 mod check;
 mod config;
+mod delivery;
 mod error;
 #[cfg(test)]
 mod fuzz;
+#[cfg(test)]
+mod memory;
 mod metrics;
+mod module;
 mod preview;
+mod progress;
+mod queue;
+mod range;
+mod records;
 mod run;
 mod stage;
+mod start;
+mod work;
 
 pub use check::{Finding, check};
 pub use config::{
@@ -21,7 +31,8 @@ pub use config::{
     resolve_reference,
 };
 pub use error::PipelineError;
-pub use metrics::{BATCH_SECONDS_BUCKETS, MetricsSnapshot, PipelineMetrics};
+pub use metrics::{BATCH_SECONDS_BUCKETS, MetricsSnapshot, PipelineMetrics, ProgressSnapshot};
+pub use module::{Instance, Module};
 pub use preview::{PreviewOptions, PreviewSummary, preview};
 pub use run::{
     RunControls, RunMode, RunSummary, StartFrom, SwapReport, SwapRequest, run, run_controlled,

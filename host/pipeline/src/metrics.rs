@@ -1,10 +1,12 @@
 //! Counters a running pipeline keeps for whoever supervises it (the service's status
 //! and Prometheus endpoints): cheap atomics updated on the batch path, read at any time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_engine::{TransformError, TrapKind};
+use sluice_source::Position;
 
 use crate::stage::StageOutput;
 
@@ -31,7 +33,31 @@ pub struct PipelineMetrics {
     last_swap_pause_nanos: AtomicU64,
     position_version: AtomicU64,
     position_row_offset: AtomicU64,
+    position_snapshot: AtomicBool,
     latest_version: AtomicU64,
+    progress: Mutex<ProgressSnapshot>,
+}
+
+/// Where a pipeline is in the range of versions it is delivering (catching up, or
+/// streaming a snapshot), and how fast it goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ProgressSnapshot {
+    /// Whether the range is the snapshot of `first_version`.
+    pub snapshot: bool,
+    /// The range's first version.
+    pub first_version: u64,
+    /// Its last version: the table's latest when the range began.
+    pub last_version: u64,
+    /// Versions of the range committed.
+    pub versions_done: u64,
+    /// Versions in the range (1 for a snapshot).
+    pub versions_total: u64,
+    /// Change rows of the range committed.
+    pub rows_done: u64,
+    /// Change rows committed per second since the range began.
+    pub rows_per_second: f64,
+    /// Seconds the rest of the range takes at that pace (unknown for a snapshot).
+    pub seconds_left: Option<f64>,
 }
 
 /// The counters at one moment.
@@ -64,18 +90,18 @@ pub struct MetricsSnapshot {
     pub swaps: u64,
     /// How long the last swap held the pipeline at the batch boundary, in seconds.
     pub last_swap_pause_seconds: f64,
-    /// Gauge: version of the next change row to deliver.
-    pub position_version: u64,
-    /// Gauge: change rows of that version already delivered.
-    pub position_row_offset: u64,
+    /// Gauge: the next change row to deliver.
+    pub position: Position,
     /// Gauge: the table's latest version when last looked at.
     pub latest_version: u64,
+    /// Gauge: the range being delivered.
+    pub progress: ProgressSnapshot,
 }
 
 impl MetricsSnapshot {
     /// Versions committed to the table but not yet delivered.
     pub fn lag_versions(&self) -> u64 {
-        (self.latest_version + 1).saturating_sub(self.position_version)
+        (self.latest_version + 1).saturating_sub(self.position.version)
     }
 }
 
@@ -116,20 +142,20 @@ impl PipelineMetrics {
         self.sink_retries.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn record_commit(
-        &self,
-        rows: u64,
-        records: u64,
-        bytes: u64,
-        version: u64,
-        row_offset: u64,
-    ) {
+    pub(crate) fn record_commit(&self, rows: u64, records: u64, bytes: u64, position: Position) {
         self.rows_in.fetch_add(rows, Ordering::Relaxed);
         self.records_out.fetch_add(records, Ordering::Relaxed);
         self.bytes_out.fetch_add(bytes, Ordering::Relaxed);
-        self.position_version.store(version, Ordering::Relaxed);
+        self.position_version
+            .store(position.version, Ordering::Relaxed);
         self.position_row_offset
-            .store(row_offset, Ordering::Relaxed);
+            .store(position.row_offset, Ordering::Relaxed);
+        self.position_snapshot
+            .store(position.snapshot, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_progress(&self, progress: ProgressSnapshot) {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = progress;
     }
 
     pub(crate) fn record_latest(&self, version: u64) {
@@ -159,9 +185,13 @@ impl PipelineMetrics {
             batch_seconds_buckets: std::array::from_fn(|i| load(&self.buckets[i])),
             swaps: load(&self.swaps),
             last_swap_pause_seconds: load(&self.last_swap_pause_nanos) as f64 / 1e9,
-            position_version: load(&self.position_version),
-            position_row_offset: load(&self.position_row_offset),
+            position: Position {
+                version: load(&self.position_version),
+                row_offset: load(&self.position_row_offset),
+                snapshot: self.position_snapshot.load(Ordering::Relaxed),
+            },
             latest_version: load(&self.latest_version),
+            progress: *self.progress.lock().unwrap_or_else(|e| e.into_inner()),
         }
     }
 }
@@ -191,9 +221,9 @@ mod tests {
     fn lag_counts_the_versions_not_yet_delivered() {
         let metrics = PipelineMetrics::default();
         metrics.record_latest(9);
-        metrics.record_commit(10, 10, 100, 7, 0);
+        metrics.record_commit(10, 10, 100, Position::at_version(7));
         assert_eq!(metrics.snapshot().lag_versions(), 3);
-        metrics.record_commit(0, 0, 0, 10, 0);
+        metrics.record_commit(0, 0, 0, Position::at_version(10));
         assert_eq!(metrics.snapshot().lag_versions(), 0);
     }
 }

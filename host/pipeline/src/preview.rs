@@ -10,7 +10,7 @@ use sluice_model::{Value, write_json_value};
 use sluice_source::{ChangeFeed, Position, SourceOptions};
 
 use crate::error::PipelineError;
-use crate::run::transform_error;
+use crate::records::transform_error;
 
 /// What to preview.
 #[derive(Clone, Debug)]

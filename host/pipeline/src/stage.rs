@@ -6,15 +6,14 @@ use std::time::Instant;
 
 use sluice_engine::{
     BatchOutput, EngineConfig, EngineError, InstanceLimits, OutputRecord, TransformEngine,
-    TransformError, TransformInstance, TransformModule, TrapKind,
+    TransformError, TransformModule, TrapKind,
 };
-use sluice_model::helpers::CHANGE_COLUMNS;
-use sluice_model::{Column, JsonObject, Value};
 use sluice_source::arrow::array::{BooleanArray, RecordBatch};
 use sluice_source::arrow::compute::filter_record_batch;
 
 use crate::config::{ErrorPolicy, PipelineConfig, TransformSection};
 use crate::metrics::PipelineMetrics;
+use crate::module::{Instance, Module};
 
 /// Most row errors one batch may report one by one before the batch as a whole is
 /// treated as failed.
@@ -41,9 +40,9 @@ pub(crate) struct StageOutput {
 
 /// The loaded module and its running instance.
 pub(crate) struct TransformStage {
-    module: TransformModule,
+    module: Arc<dyn Module>,
     params: Vec<(String, String)>,
-    instance: Option<TransformInstance>,
+    instance: Option<Box<dyn Instance>>,
     pub(crate) policy: ErrorPolicy,
     pipeline: String,
     metrics: Arc<PipelineMetrics>,
@@ -78,7 +77,7 @@ impl TransformStage {
     /// Starts the module's first instance.
     pub(crate) fn start(
         config: &PipelineConfig,
-        module: TransformModule,
+        module: Arc<dyn Module>,
         metrics: Arc<PipelineMetrics>,
     ) -> Result<TransformStage, EngineError> {
         let params = config.transform_params();
@@ -86,7 +85,7 @@ impl TransformStage {
         tracing::info!(
             pipeline = config.pipeline.name,
             module = module.name(),
-            contract = module.contract().version(),
+            contract = module.contract(),
             digest = module.digest(),
             "Transform module loaded."
         );
@@ -102,7 +101,7 @@ impl TransformStage {
 
     /// Runs `module` from the next batch on, starting with `instance` (one of its own,
     /// already initialised with this pipeline's parameters).
-    pub(crate) fn swap(&mut self, module: TransformModule, instance: TransformInstance) {
+    pub(crate) fn swap(&mut self, module: Arc<dyn Module>, instance: Box<dyn Instance>) {
         self.module = module;
         self.instance = Some(instance);
     }
@@ -259,7 +258,7 @@ impl TransformStage {
         }
     }
 
-    fn fresh_instance(&self) -> Result<TransformInstance, TransformError> {
+    fn fresh_instance(&self) -> Result<Box<dyn Instance>, TransformError> {
         self.module
             .instantiate(&self.params)
             .map_err(|e| TransformError::Batch {
@@ -283,46 +282,4 @@ fn without_rows(batch: &RecordBatch, excluded: &[u32]) -> (RecordBatch, Vec<u32>
     let filtered = filter_record_batch(batch, &BooleanArray::from(keep))
         .expect("a mask of the batch's own length filters it");
     (filtered, mapping)
-}
-
-/// A failed row as a dead letter's JSON value: where it came from, what failed, and
-/// the row itself.
-pub(crate) fn dead_letter_value(
-    table: &str,
-    version: u64,
-    row_in_version: u64,
-    module: &str,
-    digest: &str,
-    batch: &RecordBatch,
-    failed: &FailedRow,
-) -> String {
-    let row = failed.row as usize;
-    let mut data = JsonObject::new();
-    for (field, array) in batch.schema_ref().fields().iter().zip(batch.columns()) {
-        if !CHANGE_COLUMNS.contains(&field.name().as_str()) {
-            data.push(field.name(), &Column::new(array.as_ref()).value(row));
-        }
-    }
-    let change = |name: &str| {
-        batch
-            .column_by_name(name)
-            .map_or(Value::Null, |c| Column::new(c.as_ref()).value(row))
-    };
-    let mut value = JsonObject::new()
-        .field("table", Value::Str(table))
-        .field("version", Value::Int(version as i64))
-        .field("row", Value::Int(row_in_version as i64))
-        .field("change_type", change("_change_type"))
-        .field("commit_timestamp", change("_commit_timestamp"))
-        .field("module", Value::Str(module))
-        .field("module_digest", Value::Str(digest))
-        .field("error_kind", Value::Str(failed.kind))
-        .field("error", Value::Str(&failed.error))
-        .finish();
-    // The row goes last, as a nested object.
-    value.pop();
-    value.push_str(",\"data\":");
-    value.push_str(&data.finish());
-    value.push('}');
-    value
 }

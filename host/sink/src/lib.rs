@@ -19,6 +19,7 @@ mod error;
 mod position;
 mod producer;
 mod properties;
+mod tracker;
 
 pub use error::SinkError;
 pub use position::SourcePosition;

@@ -12,24 +12,22 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
+use sluice_position::Position;
+
 use crate::error::SinkError;
 
-/// Where a pipeline is in its table's change feed, and which module made the records
-/// up to there. Stored as JSON under the pipeline's name.
+/// A pipeline's committed position together with what it belongs to: the table it is a
+/// position in and the module that made the records up to it. Stored as JSON under the
+/// pipeline's name (`table`, `version`, `row_offset`, `snapshot` when set, `module_digest`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourcePosition {
     /// The table as configured.
     pub table: String,
-    /// The Delta version of the next change row.
-    pub version: u64,
-    /// Change rows of that version already delivered.
-    pub row_offset: u64,
+    /// Where in the table's change feed.
+    #[serde(flatten)]
+    pub position: Position,
     /// SHA-256 of the transform module that produced the records up to here.
     pub module_digest: String,
-    /// Whether the pipeline is inside the table's snapshot as of `version` (rows as
-    /// inserts) rather than inside the changes of `version`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub snapshot: bool,
 }
 
 /// A consumer context that does not log reaching the end of the partition as an
@@ -141,6 +139,9 @@ pub fn read_position(
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
         .set("enable.partition.eof", "true")
+        // The end of the partition is how reading finishes: a fetch that finds nothing
+        // new must answer at once, not after the default half second.
+        .set("fetch.wait.max.ms", "10")
         .create_with_context(PositionReader)
         .map_err(|e| fail(e.to_string()))?;
     let mut assignment = TopicPartitionList::new();
@@ -162,6 +163,10 @@ pub fn read_position(
             Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }
     };
+    if stable_end == 0 {
+        // Nothing was ever written: no position, and nothing to wait for.
+        return Ok(None);
+    }
     let mut last = None;
     loop {
         let next = consumer
@@ -196,4 +201,28 @@ pub fn read_position(
         })
     })
     .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stored_json_keeps_its_fields() {
+        let stored = r#"{"table":"/t","version":4,"row_offset":2,"module_digest":"ab","snapshot":true}"#;
+        let position: SourcePosition = serde_json::from_str(stored).unwrap();
+        assert_eq!(
+            position.position,
+            Position {
+                version: 4,
+                row_offset: 2,
+                snapshot: true
+            }
+        );
+        let written = serde_json::to_value(&position).unwrap();
+        assert_eq!(written, serde_json::from_str::<serde_json::Value>(stored).unwrap());
+        let changes = r#"{"table":"/t","version":4,"row_offset":0,"module_digest":"ab"}"#;
+        let position: SourcePosition = serde_json::from_str(changes).unwrap();
+        assert_eq!(position.position, Position::at_version(4));
+    }
 }

@@ -3,14 +3,18 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use rdkafka::ClientConfig;
+use rdkafka::client::{Client, ClientContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ThreadedProducer};
 
 use crate::error::SinkError;
 use crate::position::{self, ReadEnd, SourcePosition};
 use crate::properties::{DEFAULTS, client_properties, consumer_properties, redact};
+use crate::tracker::DeliveryTracker;
 
 /// Delivery errors that redoing the work cannot cure; any other delivery error makes the
 /// pipeline redo the work since its last commit.
@@ -98,12 +102,23 @@ pub struct RecordOrigin {
 
 /// A Kafka producer for one pipeline.
 pub struct KafkaSink {
-    producer: FutureProducer,
+    producer: Arc<ThreadedProducer<DeliveryTracker>>,
     config: SinkConfig,
     bootstrap: String,
-    in_flight: Vec<InFlight>,
+    /// The records sent since the last commit, by sequence number from `first_sequence`:
+    /// what an error about one of them names.
+    sent: Vec<SentRecord>,
+    /// Sequence number of `sent[0]`.
+    first_sequence: usize,
     /// When the open transaction began, if one is open.
     transaction_began: Option<Instant>,
+}
+
+/// A record handed to librdkafka and not yet committed: what an error about it names.
+struct SentRecord {
+    topic: Option<String>,
+    origin: Option<RecordOrigin>,
+    bytes: usize,
 }
 
 impl KafkaSink {
@@ -126,13 +141,7 @@ impl KafkaSink {
                 ),
             });
         }
-        let mut client = ClientConfig::new();
-        for (name, value) in DEFAULTS {
-            client.set(*name, *value);
-        }
-        for (name, value) in &config.properties {
-            client.set(name, value);
-        }
+        let mut client = producer_config(&config.properties);
         if config.delivery == Delivery::ExactlyOnce {
             client
                 .set("transactional.id", config.transactional_id())
@@ -141,20 +150,24 @@ impl KafkaSink {
                     config.kafka_transaction_timeout().as_millis().to_string(),
                 );
         }
-        let producer: FutureProducer = client
-            .create()
+        let producer: ThreadedProducer<DeliveryTracker> = client
+            .create_with_context(DeliveryTracker::default())
             .map_err(|e| SinkError::Config(redact(&e.to_string(), &config.properties)))?;
+        let producer = Arc::new(producer);
 
         let probe = producer.clone();
         let topic = config.topic.clone();
         let wait = config.connect_timeout;
-        let found = tokio::task::spawn_blocking(move || topic_ready(&probe, &topic, wait))
-            .await
-            .expect("the metadata probe does not panic");
+        let found = tokio::task::spawn_blocking(move || topic_ready(probe.client(), &topic, wait));
+        // The position topic is made sure of while the sink's topic is probed.
+        let position_topic =
+            position::ensure_topic(&config.properties, &config.position_topic, wait);
+        let (found, position_topic) = tokio::join!(found, position_topic);
+        let found = found.expect("the metadata probe does not panic");
         if let Some(error) = topic_error(found, &config.topic, &bootstrap, wait) {
             return Err(error);
         }
-        position::ensure_topic(&config.properties, &config.position_topic, wait).await?;
+        position_topic?;
 
         if config.delivery == Delivery::ExactlyOnce {
             let init = producer.clone();
@@ -172,9 +185,17 @@ impl KafkaSink {
             producer,
             config,
             bootstrap,
-            in_flight: Vec::new(),
+            sent: Vec::new(),
+            first_sequence: 0,
             transaction_began: None,
         })
+    }
+
+    /// Replaces the producer with a new one, for errors after which it is unusable (a
+    /// transaction the broker timed out). Nothing uncommitted survives.
+    pub async fn reconnect(&mut self) -> Result<(), SinkError> {
+        *self = KafkaSink::connect(self.config.clone()).await?;
+        Ok(())
     }
 
     /// The pipeline's last committed position, if any. [`KafkaSink::connect`] has
@@ -212,7 +233,7 @@ impl KafkaSink {
     /// Forgets everything sent since the last commit; in exactly-once mode the open
     /// transaction is aborted, so none of it becomes visible.
     pub async fn rollback(&mut self) {
-        self.in_flight.clear();
+        self.forget_sent();
         if self.transaction_began.is_some() {
             self.abort().await;
         }
@@ -220,10 +241,9 @@ impl KafkaSink {
 
     async fn try_send(&mut self, records: Vec<SinkRecord>) -> Result<(), SinkError> {
         self.begin()?;
-        self.in_flight.reserve(records.len());
+        self.sent.reserve(records.len());
         for record in records {
-            let delivery = self.enqueue(&record).await?;
-            self.in_flight.push(delivery);
+            self.enqueue(record).await?;
         }
         Ok(())
     }
@@ -237,21 +257,22 @@ impl KafkaSink {
         };
         match self.config.delivery {
             Delivery::AtLeastOnce => {
-                self.await_in_flight().await?;
-                let delivery = self.enqueue(&position_record).await?;
-                self.in_flight.push(delivery);
-                self.await_in_flight().await
+                self.flush().await?;
+                self.enqueue(position_record).await?;
+                self.flush().await?;
             }
             Delivery::ExactlyOnce => {
                 self.begin()?;
-                let delivery = self.enqueue(&position_record).await?;
-                self.in_flight.push(delivery);
-                self.await_in_flight().await?;
-                self.commit_transaction().await?;
+                self.enqueue(position_record).await?;
+                // Committing flushes, without waiting out `linger.ms`.
+                if let Err(error) = self.commit_transaction().await {
+                    return Err(self.failed_delivery().await.unwrap_or(error));
+                }
                 self.transaction_began = None;
-                Ok(())
             }
         }
+        self.forget_sent();
+        Ok(())
     }
 
     fn begin(&mut self) -> Result<(), SinkError> {
@@ -264,13 +285,20 @@ impl KafkaSink {
         Ok(())
     }
 
+    /// Starts counting delivery reports afresh from the next record.
+    fn forget_sent(&mut self) {
+        self.first_sequence += self.sent.len();
+        self.sent.clear();
+        self.producer.context().reset(self.first_sequence);
+    }
+
     /// Forgets the uncommitted work after `error`, aborting the open transaction unless
     /// the producer was fenced (then it can no longer abort).
     async fn abandon(&mut self, error: &SinkError) {
         match error {
             // The producer can no longer abort; the broker already did.
             SinkError::Fenced { .. } | SinkError::TransactionTimedOut { .. } => {
-                self.in_flight.clear();
+                self.forget_sent();
                 self.transaction_began = None;
             }
             _ => self.rollback().await,
@@ -289,23 +317,38 @@ impl KafkaSink {
         self.transaction_began = None;
     }
 
-    async fn await_in_flight(&mut self) -> Result<(), SinkError> {
-        for sent in std::mem::take(&mut self.in_flight) {
-            let mut error = match sent.delivery.await {
-                Ok(Ok(_)) => continue,
-                Ok(Err((error, _))) => error,
-                Err(_) => KafkaError::Canceled,
-            };
-            if matches!(
-                error.rdkafka_error_code(),
-                Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
-            ) && let Some(cause) = self.transaction_failure().await
-            {
-                error = cause;
-            }
-            return Err(self.delivery_error(&sent.topic, sent.origin, sent.bytes, error));
+    /// Sends what librdkafka holds now, without waiting out `linger.ms`, and waits for
+    /// every acknowledgement (at-least-once).
+    async fn flush(&mut self) -> Result<(), SinkError> {
+        let producer = self.producer.clone();
+        let timeout = self.config.transaction_timeout;
+        let flushed = tokio::task::spawn_blocking(move || producer.flush(timeout))
+            .await
+            .expect("flush does not panic");
+        if let Some(error) = self.failed_delivery().await {
+            return Err(error);
         }
-        Ok(())
+        flushed.map_err(|error| self.delivery_error(None, None, 0, error))
+    }
+
+    /// The error of the first record Kafka refused since the last commit, once every
+    /// report has arrived (they follow a flush or commit by a moment).
+    async fn failed_delivery(&self) -> Option<SinkError> {
+        let tracker = self.producer.context();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while tracker.outstanding() > 0 && Instant::now() < deadline {
+            let _ = tokio::time::timeout(Duration::from_millis(10), tracker.reported()).await;
+        }
+        let (sequence, mut error) = tracker.take_failure()?;
+        let sent = self.sent.get(sequence.checked_sub(self.first_sequence)?)?;
+        if matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+        ) && let Some(cause) = self.transaction_failure().await
+        {
+            error = cause;
+        }
+        Some(self.delivery_error(sent.topic.as_deref(), sent.origin, sent.bytes, error))
     }
 
     /// Why the open transaction failed, when librdkafka purged its records: a failed
@@ -326,10 +369,9 @@ impl KafkaSink {
     }
 
     async fn commit_transaction(&self) -> Result<(), SinkError> {
-        let producer = self.producer.clone();
         let timeout = self.config.transaction_timeout;
         loop {
-            let producer = producer.clone();
+            let producer = self.producer.clone();
             let result = tokio::task::spawn_blocking(move || producer.commit_transaction(timeout))
                 .await
                 .expect("commit_transaction does not panic");
@@ -394,17 +436,9 @@ impl KafkaSink {
         })
     }
 
-    async fn enqueue(&self, record: &SinkRecord) -> Result<InFlight, SinkError> {
-        let topic = record.topic.as_deref().unwrap_or(&self.config.topic);
-        let headers = record
-            .headers
-            .iter()
-            .fold(OwnedHeaders::new(), |headers, (key, value)| {
-                headers.insert(Header {
-                    key,
-                    value: Some(value),
-                })
-            });
+    /// Hands one record to librdkafka, waiting for room in its queue when it is full.
+    async fn enqueue(&mut self, record: SinkRecord) -> Result<(), SinkError> {
+        let sequence = self.first_sequence + self.sent.len();
         let bytes = record.key.as_ref().map_or(0, Vec::len)
             + record.value.as_ref().map_or(0, Vec::len)
             + record
@@ -412,68 +446,89 @@ impl KafkaSink {
                 .iter()
                 .map(|(k, v)| k.len() + v.len())
                 .sum::<usize>();
-        let mut future_record: FutureRecord<'_, [u8], [u8]> =
-            FutureRecord::to(topic).headers(headers);
+        let topic = record.topic.as_deref().unwrap_or(&self.config.topic);
+        let mut base: BaseRecord<'_, [u8], [u8], usize> =
+            BaseRecord::with_opaque_to(topic, sequence);
+        if !record.headers.is_empty() {
+            let headers = record.headers.iter().fold(
+                OwnedHeaders::new_with_capacity(record.headers.len()),
+                |headers, (key, value)| {
+                    headers.insert(Header {
+                        key,
+                        value: Some(value),
+                    })
+                },
+            );
+            base = base.headers(headers);
+        }
         if let Some(key) = &record.key {
-            future_record = future_record.key(key);
+            base = base.key(key);
         }
         if let Some(value) = &record.value {
-            future_record = future_record.payload(value);
+            base = base.payload(value);
         }
         if let Some(partition) = record.partition {
-            future_record = future_record.partition(partition);
+            base = base.partition(partition);
         }
+        // Counted before it is sent: its report may come before `send` returns.
+        self.producer.context().sent();
         loop {
-            match self.producer.send_result(future_record) {
-                Ok(delivery) => {
-                    return Ok(InFlight {
-                        topic: topic.to_string(),
-                        origin: record.origin,
-                        bytes,
-                        delivery,
-                    });
-                }
+            match self.producer.send(base) {
+                Ok(()) => break,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                    future_record = back;
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    base = back;
+                    // Room comes with the next delivery report.
+                    let reported = self.producer.context().reported();
+                    let _ = tokio::time::timeout(Duration::from_millis(100), reported).await;
                 }
                 Err((error, _)) => {
-                    return Err(self.delivery_error(topic, record.origin, bytes, error));
+                    return Err(self.delivery_error(
+                        Some(topic),
+                        record.origin,
+                        bytes,
+                        error,
+                    ));
                 }
             }
         }
+        self.sent.push(SentRecord {
+            topic: record.topic,
+            origin: record.origin,
+            bytes,
+        });
+        Ok(())
     }
 
     /// A refused record: permanent refusals name the record's source row and stop the
     /// pipeline; any other failure makes the work since the last commit be redone.
     fn delivery_error(
         &self,
-        topic: &str,
+        topic: Option<&str>,
         origin: Option<RecordOrigin>,
         bytes: usize,
         error: KafkaError,
     ) -> SinkError {
-        match error.rdkafka_error_code() {
-            Some(code) if is_permanent(code) => {
-                return match origin {
-                    Some(origin) => SinkError::Rejected {
-                        pipeline: self.config.pipeline.clone(),
-                        topic: topic.to_string(),
-                        bootstrap: self.bootstrap.clone(),
-                        version: origin.version,
-                        row: origin.row,
-                        bytes,
-                        hint: rejection_hint(code),
-                        error: Box::new(error),
-                    },
-                    None => SinkError::Delivery {
-                        topic: topic.to_string(),
-                        bootstrap: self.bootstrap.clone(),
-                        error: Box::new(error),
-                    },
-                };
-            }
-            _ => {}
+        let topic = topic.unwrap_or(&self.config.topic).to_string();
+        if let Some(code) = error.rdkafka_error_code()
+            && is_permanent(code)
+        {
+            return match origin {
+                Some(origin) => SinkError::Rejected {
+                    pipeline: self.config.pipeline.clone(),
+                    topic,
+                    bootstrap: self.bootstrap.clone(),
+                    version: origin.version,
+                    row: origin.row,
+                    bytes,
+                    hint: rejection_hint(code),
+                    error: Box::new(error),
+                },
+                None => SinkError::Delivery {
+                    topic,
+                    bootstrap: self.bootstrap.clone(),
+                    error: Box::new(error),
+                },
+            };
         }
         if let Some(fatal) = self.fatal_error() {
             return fatal;
@@ -487,6 +542,18 @@ impl KafkaSink {
             },
         }
     }
+}
+
+/// The client settings of a producer: Sluice's defaults, then the configured properties.
+fn producer_config(properties: &BTreeMap<String, String>) -> ClientConfig {
+    let mut client = ClientConfig::new();
+    for (name, value) in DEFAULTS {
+        client.set(*name, *value);
+    }
+    for (name, value) in properties {
+        client.set(name, value);
+    }
+    client
 }
 
 /// What to do about a record Kafka refuses for good.
@@ -507,14 +574,6 @@ fn rejection_hint(code: RDKafkaErrorCode) -> &'static str {
         }
         _ => "Kafka will refuse it again; fix the record or the topic's settings.",
     }
-}
-
-/// A record handed to librdkafka and not yet acknowledged.
-struct InFlight {
-    topic: String,
-    origin: Option<RecordOrigin>,
-    bytes: usize,
-    delivery: DeliveryFuture,
 }
 
 /// Reads a pipeline's last committed position without producing anything, so a running
@@ -551,21 +610,15 @@ pub async fn check_topics(config: &SinkConfig, topics: &[String]) -> Vec<SinkErr
     let Some(bootstrap) = properties.get("bootstrap.servers").cloned() else {
         return vec![SinkError::MissingBootstrap];
     };
-    let mut client = ClientConfig::new();
-    for (name, value) in DEFAULTS {
-        client.set(*name, *value);
-    }
-    for (name, value) in &properties {
-        client.set(name, value);
-    }
-    let producer: FutureProducer = match client.create() {
+    let producer: BaseProducer = match producer_config(&properties).create() {
         Ok(producer) => producer,
         Err(e) => return vec![SinkError::Config(redact(&e.to_string(), &properties))],
     };
+    let producer = Arc::new(producer);
     let mut problems = Vec::new();
     for topic in topics {
         let (probe, name, wait) = (producer.clone(), topic.clone(), config.connect_timeout);
-        let found = tokio::task::spawn_blocking(move || topic_ready(&probe, &name, wait))
+        let found = tokio::task::spawn_blocking(move || topic_ready(probe.client(), &name, wait))
             .await
             .expect("the metadata probe does not panic");
         let unreachable = found.is_err();
@@ -609,8 +662,8 @@ enum TopicState {
 /// Waits up to `wait` for metadata that shows `topic` with partitions: `Missing` if
 /// brokers answer but the topic never appears (a producer's metadata request creates it
 /// where the broker allows), `Err` if no broker answers.
-fn topic_ready(
-    producer: &FutureProducer,
+fn topic_ready<C: ClientContext>(
+    client: &Client<C>,
     topic: &str,
     wait: Duration,
 ) -> Result<TopicState, String> {
@@ -619,9 +672,7 @@ fn topic_ready(
     let mut last_error = String::from("no broker answered");
     loop {
         let remaining = deadline.saturating_duration_since(std::time::Instant::now());
-        match producer
-            .client()
-            .fetch_metadata(Some(topic), remaining.max(Duration::from_millis(100)))
+        match client.fetch_metadata(Some(topic), remaining.max(Duration::from_millis(100)))
         {
             Ok(metadata) => {
                 brokers_answered |= !metadata.brokers().is_empty();

@@ -17,7 +17,7 @@ use url::Url;
 
 use crate::coalesce::coalesce;
 use crate::error::SourceError;
-use crate::position::Position;
+use sluice_position::Position;
 
 /// How to read a table.
 #[derive(Clone, Debug)]

@@ -7,12 +7,11 @@
 mod coalesce;
 mod error;
 mod feed;
-mod position;
 mod snapshot;
 
 pub use error::SourceError;
 pub use feed::{ChangeBatch, ChangeFeed, SourceOptions};
-pub use position::Position;
+pub use sluice_position::Position;
 
 /// The Arrow crate the reader's batches are made of.
 pub use delta_kernel::arrow;

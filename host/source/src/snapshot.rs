@@ -13,7 +13,7 @@ use delta_kernel::{Engine, FileMeta, KernelError, Snapshot};
 use crate::coalesce::coalesce;
 use crate::error::SourceError;
 use crate::feed::{ChangeBatch, ChangeFeed, kernel_error};
-use crate::position::Position;
+use sluice_position::Position;
 
 impl ChangeFeed {
     /// Reads the table as of `from.version` as insert rows, skipping the first

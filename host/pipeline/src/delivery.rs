@@ -1,0 +1,57 @@
+//! The seam between the pipeline loop and Kafka: send records, commit them with the
+//! position after them, roll back. [`KafkaSink`] in production; an in-memory sink that
+//! injects every failure the real one reports in the loop's unit tests.
+
+use std::future::Future;
+
+use sluice_sink::{KafkaSink, SinkError, SinkRecord, SourcePosition};
+
+/// Where a pipeline delivers its records and stores its position.
+pub(crate) trait Delivery: Send {
+    /// Hands `records` over; nothing of them counts until [`Delivery::commit`]. On
+    /// error everything since the last commit is forgotten.
+    fn send(
+        &mut self,
+        records: Vec<SinkRecord>,
+    ) -> impl Future<Output = Result<(), SinkError>> + Send;
+
+    /// Makes everything sent since the last commit durable together with `position`.
+    /// On error nothing of it counts.
+    fn commit(
+        &mut self,
+        position: &SourcePosition,
+    ) -> impl Future<Output = Result<(), SinkError>> + Send;
+
+    /// Forgets everything sent since the last commit.
+    fn rollback(&mut self) -> impl Future<Output = ()> + Send;
+
+    /// Starts afresh after an error that left it unusable ([`SinkError::needs_reconnect`]).
+    fn reconnect(&mut self) -> impl Future<Output = Result<(), SinkError>> + Send;
+
+    /// The position the last commit stored, if any.
+    fn stored_position(
+        &self,
+    ) -> impl Future<Output = Result<Option<SourcePosition>, SinkError>> + Send;
+}
+
+impl Delivery for KafkaSink {
+    async fn send(&mut self, records: Vec<SinkRecord>) -> Result<(), SinkError> {
+        KafkaSink::send(self, records).await
+    }
+
+    async fn commit(&mut self, position: &SourcePosition) -> Result<(), SinkError> {
+        KafkaSink::commit(self, position).await
+    }
+
+    async fn rollback(&mut self) {
+        KafkaSink::rollback(self).await;
+    }
+
+    async fn reconnect(&mut self) -> Result<(), SinkError> {
+        KafkaSink::reconnect(self).await
+    }
+
+    async fn stored_position(&self) -> Result<Option<SourcePosition>, SinkError> {
+        self.load_position().await
+    }
+}

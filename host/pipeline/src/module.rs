@@ -1,0 +1,59 @@
+//! What the transform stage runs: a module that starts instances, and an instance that
+//! transforms batches. Wasm components through the engine in production; code compiled
+//! into the host for the loop's unit tests and the benchmark's `native` baseline, so
+//! both go through the same pipeline as a component does.
+
+use sluice_engine::{BatchOutput, EngineError, TransformError, TransformInstance, TransformModule};
+use sluice_source::arrow::array::RecordBatch;
+
+/// A loaded transform: a name, a digest recorded with every committed position, and
+/// fresh instances on demand.
+pub trait Module: Send + Sync {
+    /// The module's name, in logs and errors.
+    fn name(&self) -> &str;
+    /// SHA-256 of the module's bytes (or another stable identity of its code).
+    fn digest(&self) -> &str;
+    /// The contract it implements, for the start-up log.
+    fn contract(&self) -> &str;
+    /// Starts an instance and initialises it with `params`.
+    fn instantiate(&self, params: &[(String, String)]) -> Result<Box<dyn Instance>, EngineError>;
+}
+
+/// A running instance of a module.
+pub trait Instance: Send {
+    /// Transforms one batch of change rows.
+    fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError>;
+    /// Whether the instance should be replaced by a fresh one (its memory grew past
+    /// the recycling threshold).
+    fn wants_recycling(&self) -> bool {
+        false
+    }
+}
+
+impl Module for TransformModule {
+    fn name(&self) -> &str {
+        TransformModule::name(self)
+    }
+
+    fn digest(&self) -> &str {
+        TransformModule::digest(self)
+    }
+
+    fn contract(&self) -> &str {
+        TransformModule::contract(self).version()
+    }
+
+    fn instantiate(&self, params: &[(String, String)]) -> Result<Box<dyn Instance>, EngineError> {
+        Ok(Box::new(TransformModule::instantiate(self, params)?))
+    }
+}
+
+impl Instance for TransformInstance {
+    fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError> {
+        TransformInstance::transform(self, batch)
+    }
+
+    fn wants_recycling(&self) -> bool {
+        TransformInstance::wants_recycling(self)
+    }
+}

@@ -1,0 +1,442 @@
+//! The loop's unit tests: a real Delta table, modules compiled into the test, and the
+//! in-memory sink injecting the Kafka sink's failures. No broker.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_engine::{BatchOutput, EngineError, OutputRecord, RejectedRow, TransformError};
+use sluice_sink::SinkError;
+use sluice_source::arrow::array::RecordBatch;
+use sluice_source::{ChangeFeed, Position, SourceOptions};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::*;
+use crate::memory::{Call, Failure, MemoryDelivery, Seen};
+
+/// A table with several versions of inserts, updates and deletes (from delta-kernel's
+/// test data, in the repository's fixtures).
+fn table() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/delta-tables/kernel/cdf-table")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn config(extra: &str) -> PipelineConfig {
+    let text = format!(
+        r#"
+        [pipeline]
+        name = "unit"
+        [source]
+        table = "{}"
+        batch_rows = 2
+        [transform]
+        module = "unused.wasm"
+        {extra}
+        [sink]
+        topic = "out"
+        commit_rows = 3
+        [sink.kafka]
+        "bootstrap.servers" = "memory:1"
+        "#,
+        table()
+    );
+    PipelineConfig::parse(&text, Path::new("/")).expect("the test config parses")
+}
+
+/// Every change row of the table, in order, as (version, row in version).
+fn all_rows() -> Vec<(u64, u64)> {
+    let feed = ChangeFeed::open(&table(), SourceOptions::default()).unwrap();
+    let latest = feed.latest_version().unwrap();
+    let mut rows = Vec::new();
+    for batch in feed.read(Position::at_version(0), latest).unwrap() {
+        let batch = batch.unwrap();
+        let first = batch.end.row_offset - batch.batch.num_rows() as u64;
+        rows.extend((first..batch.end.row_offset).map(|row| (batch.end.version, row)));
+    }
+    assert!(rows.len() > 6, "the table has rows for several commits");
+    rows
+}
+
+fn latest() -> u64 {
+    ChangeFeed::open(&table(), SourceOptions::default())
+        .unwrap()
+        .latest_version()
+        .unwrap()
+}
+
+/// What a test module does on its n-th batch (counting from 1).
+#[derive(Clone, Default)]
+struct Script {
+    /// Reject batch row 0 of every batch.
+    reject_first_rows: bool,
+    /// Fail row 1 of this batch.
+    fail_on: Option<usize>,
+    /// On this batch, ask for a swap to this module.
+    swap_on: Option<(usize, Arc<Mutex<Option<(mpsc::Sender<SwapRequest>, SwapRequest)>>>)>,
+    /// On this batch, ask the pipeline to shut down.
+    shutdown_on: Option<(usize, Arc<watch::Sender<bool>>)>,
+}
+
+/// A module compiled into the test: one record per row, keyed by its digest.
+#[derive(Clone)]
+struct Rows {
+    digest: &'static str,
+    script: Script,
+}
+
+struct RowsInstance {
+    module: Rows,
+    batches: usize,
+}
+
+impl Module for Rows {
+    fn name(&self) -> &str {
+        "rows"
+    }
+    fn digest(&self) -> &str {
+        self.digest
+    }
+    fn contract(&self) -> &str {
+        "test"
+    }
+    fn instantiate(&self, _: &[(String, String)]) -> Result<Box<dyn Instance>, EngineError> {
+        Ok(Box::new(RowsInstance {
+            module: self.clone(),
+            batches: 0,
+        }))
+    }
+}
+
+impl Instance for RowsInstance {
+    fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError> {
+        self.batches += 1;
+        let script = &self.module.script;
+        if let Some((n, swap)) = &script.swap_on
+            && *n == self.batches
+            && let Some((sender, request)) = swap.lock().unwrap().take()
+        {
+            sender.try_send(request).ok().expect("the swap is taken");
+        }
+        if let Some((n, stop)) = &script.shutdown_on
+            && *n == self.batches
+        {
+            stop.send(true).unwrap();
+        }
+        if script.fail_on == Some(self.batches) {
+            return Err(TransformError::Row {
+                module: "rows".into(),
+                row: 1,
+                message: "row 1 is bad".into(),
+            });
+        }
+        let skip = usize::from(script.reject_first_rows);
+        Ok(BatchOutput {
+            records: (skip..batch.num_rows())
+                .map(|row| OutputRecord {
+                    source_row: row as u32,
+                    key: Some(self.module.digest.as_bytes().to_vec()),
+                    value: Some(row.to_string().into_bytes()),
+                    ..OutputRecord::default()
+                })
+                .collect(),
+            rejected: (0..skip.min(batch.num_rows()))
+                .map(|row| RejectedRow {
+                    row: row as u32,
+                    message: "the first row of a batch is refused".into(),
+                })
+                .collect(),
+        })
+    }
+}
+
+fn rows(digest: &'static str) -> Rows {
+    Rows {
+        digest,
+        script: Script::default(),
+    }
+}
+
+struct Outcome {
+    result: Result<RunSummary, PipelineError>,
+    metrics: Arc<PipelineMetrics>,
+}
+
+async fn run_once(
+    config: &PipelineConfig,
+    module: Rows,
+    delivery: &MemoryDelivery,
+    shutdown: watch::Receiver<bool>,
+    swaps: Option<mpsc::Receiver<SwapRequest>>,
+) -> Outcome {
+    let metrics = Arc::new(PipelineMetrics::default());
+    let controls = RunControls {
+        module: Some(Arc::new(module)),
+        swaps,
+        metrics: metrics.clone(),
+        quiet_progress: true,
+    };
+    let connect = {
+        let delivery = delivery.clone();
+        async move { Ok::<_, SinkError>(delivery) }
+    };
+    let result = run_with(
+        config,
+        RunMode::StopAtLatest,
+        StartFrom::StoredPosition,
+        shutdown,
+        controls,
+        connect,
+    )
+    .await;
+    Outcome { result, metrics }
+}
+
+async fn run_to_latest(config: &PipelineConfig, module: Rows, delivery: &MemoryDelivery) -> Outcome {
+    let (_stop, shutdown) = watch::channel(false);
+    run_once(config, module, delivery, shutdown, None).await
+}
+
+/// Each transaction's stored position is the row after its last record.
+fn assert_positions_follow_records(seen: &Seen) {
+    for transaction in &seen.committed {
+        if let Some(last) = transaction.records.last().and_then(|r| r.origin) {
+            let at = transaction.position.position;
+            assert!(
+                (at.version, at.row_offset) == (last.version, last.row + 1)
+                    || (at.version > last.version && at.row_offset == 0),
+                "position {at} does not follow row {last:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_row_is_delivered_once_in_order_and_commits_follow_the_row_count() {
+    let delivery = MemoryDelivery::default();
+    let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
+    let summary = outcome.result.unwrap();
+    let seen = delivery.seen();
+    assert_eq!(seen.origins(), all_rows());
+    assert_eq!(summary.rows_in, all_rows().len() as u64);
+    assert_eq!(summary.position, Position::at_version(latest() + 1));
+    assert_eq!(seen.stored().unwrap().position, summary.position);
+    // Batches of at most 2 rows, committed once 3 rows are open: at most 4 rows each.
+    for transaction in &seen.committed {
+        assert!(transaction.records.len() <= 4, "{}", transaction.records.len());
+        assert_eq!(transaction.position.module_digest, "a");
+    }
+    assert_positions_follow_records(&seen);
+    let progress = outcome.metrics.snapshot().progress;
+    assert_eq!(progress.versions_done, progress.versions_total);
+    assert_eq!(progress.rows_done, summary.rows_in);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retriable_failures_redo_the_work_from_the_last_commit() {
+    for (call, failure, retries) in [
+        (Call::Commit(2), Failure::Abort, 1),
+        (Call::Send(3), Failure::Abort, 1),
+        (Call::Send(2), Failure::BrokerDown, 3),
+        (Call::Commit(3), Failure::TransactionTimeout, 1),
+    ] {
+        let delivery = MemoryDelivery::default();
+        delivery.fail(call, failure);
+        let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
+        outcome
+            .result
+            .unwrap_or_else(|e| panic!("{failure:?} at {call:?}: {e}"));
+        let seen = delivery.seen();
+        assert_eq!(seen.origins(), all_rows(), "{failure:?} at {call:?}");
+        assert_positions_follow_records(&seen);
+        assert_eq!(outcome.metrics.snapshot().sink_retries, retries, "{failure:?}");
+        let reconnects = usize::from(failure == Failure::TransactionTimeout);
+        assert_eq!(seen.reconnects, reconnects, "{failure:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_and_refused_records_stop_the_pipeline_keeping_what_was_committed() {
+    let delivery = MemoryDelivery::default();
+    delivery.fail(Call::Commit(2), Failure::Fence);
+    let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
+    let error = outcome.result.unwrap_err();
+    assert!(matches!(error, PipelineError::Sink(SinkError::Fenced { .. })), "{error}");
+    let committed = delivery.seen().origins();
+    assert_eq!(committed, all_rows()[..committed.len()]);
+
+    let delivery = MemoryDelivery::default();
+    delivery.fail(Call::Commit(2), Failure::Refuse);
+    let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
+    let error = outcome.result.unwrap_err();
+    let PipelineError::Sink(SinkError::Rejected { version, row, .. }) = error else {
+        panic!("{error}");
+    };
+    let committed = delivery.seen().origins();
+    assert_eq!(
+        (version, row),
+        all_rows()[committed.len()],
+        "the refused record is the first after the last commit"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_error_policy_routes_failed_rows() {
+    // skip: rejected rows are counted and left out.
+    let module = Rows {
+        digest: "a",
+        script: Script {
+            reject_first_rows: true,
+            ..Script::default()
+        },
+    };
+    let delivery = MemoryDelivery::default();
+    let outcome = run_to_latest(&config("on_error = \"skip\""), module.clone(), &delivery).await;
+    let summary = outcome.result.unwrap();
+    let delivered = delivery.seen().origins().len() as u64;
+    assert!(summary.rows_failed > 0);
+    assert_eq!(delivered + summary.rows_failed, summary.rows_in);
+    assert_eq!(outcome.metrics.snapshot().failed_rows, summary.rows_failed);
+
+    // dead-letter: each failed row becomes a record on the dead-letter topic.
+    let delivery = MemoryDelivery::default();
+    let dead_letters = "on_error = \"dead-letter\"\ndead_letter_topic = \"dead\"";
+    let outcome = run_to_latest(&config(dead_letters), module.clone(), &delivery).await;
+    let summary = outcome.result.unwrap();
+    let seen = delivery.seen();
+    let letters: Vec<_> = seen
+        .committed
+        .iter()
+        .flat_map(|t| &t.records)
+        .filter(|r| r.topic.as_deref() == Some("dead"))
+        .collect();
+    assert_eq!(letters.len() as u64, summary.rows_failed);
+    let letter = String::from_utf8(letters[0].value.clone().unwrap()).unwrap();
+    assert!(letter.contains("\"error_kind\":\"row\""), "{letter}");
+    assert!(letter.contains("\"module_digest\":\"a\""), "{letter}");
+    assert_eq!(seen.origins().len() as u64, summary.rows_in, "every row once, as a record or a letter");
+    drop(seen);
+
+    // fail: the pipeline stops naming the row; the batches before it are committed.
+    let failing = Rows {
+        digest: "a",
+        script: Script {
+            fail_on: Some(3),
+            ..Script::default()
+        },
+    };
+    let delivery = MemoryDelivery::default();
+    let outcome = run_to_latest(&config(""), failing, &delivery).await;
+    let error = outcome.result.unwrap_err();
+    let PipelineError::Transform {
+        version,
+        row_in_version,
+        ..
+    } = error
+    else {
+        panic!("{error}");
+    };
+    let committed = delivery.seen().origins();
+    let expected = all_rows();
+    assert_eq!(committed, expected[..committed.len()]);
+    // Two batches of two rows went before; the third batch's row 1 failed.
+    assert_eq!(committed.len(), 4);
+    assert_eq!((version, row_in_version), expected[5]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swap_happens_at_a_batch_boundary_and_positions_name_the_module() {
+    let (swaps_in, swaps) = mpsc::channel(1);
+    let (reply_in, reply) = oneshot::channel();
+    let new_module = rows("b");
+    let request = SwapRequest {
+        instance: new_module.instantiate(&[]).unwrap(),
+        module: Arc::new(new_module),
+        reply: reply_in,
+    };
+    let old_module = Rows {
+        digest: "a",
+        script: Script {
+            swap_on: Some((3, Arc::new(Mutex::new(Some((swaps_in, request)))))),
+            ..Script::default()
+        },
+    };
+    let delivery = MemoryDelivery::default();
+    let (_stop, shutdown) = watch::channel(false);
+    let outcome = run_once(&config(""), old_module, &delivery, shutdown, Some(swaps)).await;
+    outcome.result.unwrap();
+    let report = reply.await.unwrap().unwrap();
+    assert_eq!((report.from_digest.as_str(), report.to_digest.as_str()), ("a", "b"));
+    let seen = delivery.seen();
+    assert_eq!(seen.origins(), all_rows(), "no row lost or repeated across the swap");
+    let mut digests = Vec::new();
+    for transaction in &seen.committed {
+        let digest = transaction.position.module_digest.as_str();
+        for record in &transaction.records {
+            assert_eq!(record.key.as_deref(), Some(digest.as_bytes()), "one module per transaction");
+        }
+        if digests.last() != Some(&digest) {
+            digests.push(digest);
+        }
+        if digest == "a" {
+            assert!(transaction.position.position <= report.position);
+        }
+    }
+    assert_eq!(digests, ["a", "b"]);
+    assert_eq!(outcome.metrics.snapshot().swaps, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_commits_the_batch_in_hand_and_a_restart_resumes_after_it() {
+    let (stop, shutdown) = watch::channel(false);
+    let module = Rows {
+        digest: "a",
+        script: Script {
+            shutdown_on: Some((2, Arc::new(stop))),
+            ..Script::default()
+        },
+    };
+    let delivery = MemoryDelivery::default();
+    let outcome = run_once(&config(""), module, &delivery, shutdown, None).await;
+    let summary = outcome.result.unwrap();
+    let first = delivery.seen().origins();
+    assert!(first.len() < all_rows().len(), "it stopped early");
+    assert_eq!(delivery.seen().stored().unwrap().position, summary.position);
+
+    let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
+    outcome.result.unwrap();
+    assert_eq!(delivery.seen().origins(), all_rows());
+}
+
+#[test]
+fn more_busy_pipelines_than_blocking_threads_all_finish() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let runs = (0..8).map(|_| {
+            tokio::spawn(async {
+                let delivery = MemoryDelivery::default();
+                let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
+                outcome.result.unwrap();
+                delivery.seen().origins().len()
+            })
+        });
+        let all = tokio::time::timeout(Duration::from_secs(120), futures_join(runs.collect()))
+            .await
+            .expect("every pipeline finishes");
+        assert!(all.iter().all(|&n| n == all_rows().len()));
+    });
+}
+
+async fn futures_join(handles: Vec<tokio::task::JoinHandle<usize>>) -> Vec<usize> {
+    let mut done = Vec::new();
+    for handle in handles {
+        done.push(handle.await.unwrap());
+    }
+    done
+}

@@ -1,0 +1,140 @@
+//! Starting a run: the table, the module and the sink are made ready at the same time,
+//! then the run's first position is found (the stored one, or where the config says).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use sluice_sink::SinkError;
+use sluice_source::{ChangeFeed, Position, SourceOptions};
+
+use crate::config::{PipelineConfig, StartingVersion};
+use crate::delivery::Delivery;
+use crate::error::PipelineError;
+use crate::metrics::PipelineMetrics;
+use crate::module::Module;
+use crate::run::StartFrom;
+use crate::stage::{TransformStage, load_module};
+use crate::work::blocking_step;
+
+/// What a run starts with.
+pub(crate) struct Started<D> {
+    pub feed: Arc<ChangeFeed>,
+    pub stage: TransformStage,
+    pub delivery: D,
+    pub start: Position,
+    /// Whether `start` came from the config and is not stored yet.
+    pub resolved: bool,
+}
+
+/// Opens the table, loads and starts the module, and connects the sink, concurrently;
+/// then finds where to start.
+pub(crate) async fn start<D: Delivery>(
+    config: &PipelineConfig,
+    start_from: StartFrom,
+    module: Option<Arc<dyn Module>>,
+    metrics: Arc<PipelineMetrics>,
+    connect: impl Future<Output = Result<D, SinkError>>,
+) -> Result<Started<D>, PipelineError> {
+    let options = SourceOptions {
+        batch_rows: config.source.batch_rows,
+        storage_options: config.source.storage_options.clone().into_iter().collect(),
+    };
+    let table = config.source.table.clone();
+    let feed = async {
+        blocking_step(move || ChangeFeed::open(&table, options))
+            .await
+            .map(Arc::new)
+            .map_err(PipelineError::from)
+    };
+    let stage_config = config.clone();
+    let stage = async {
+        blocking_step(move || {
+            let module: Arc<dyn Module> = match module {
+                Some(module) => module,
+                None => Arc::new(load_module(&stage_config)?),
+            };
+            TransformStage::start(&stage_config, module, metrics)
+        })
+        .await
+        .map_err(PipelineError::from)
+    };
+    let connect = async { connect.await.map_err(PipelineError::from) };
+    let (feed, stage, delivery) = tokio::try_join!(feed, stage, connect)?;
+    let stored = match start_from {
+        StartFrom::StoredPosition => stored_position(config, &feed, &delivery).await?,
+        StartFrom::Configured => None,
+    };
+    let (start, resolved) = match stored {
+        Some(position) => (position, false),
+        None => (configured_start(config, &feed).await?, true),
+    };
+    Ok(Started {
+        feed,
+        stage,
+        delivery,
+        start,
+        resolved,
+    })
+}
+
+/// The position stored by the last run, checked to belong to the configured table.
+async fn stored_position(
+    config: &PipelineConfig,
+    feed: &Arc<ChangeFeed>,
+    delivery: &impl Delivery,
+) -> Result<Option<Position>, PipelineError> {
+    let Some(stored) = delivery.stored_position().await? else {
+        return Ok(None);
+    };
+    if stored.table != feed.table() {
+        return Err(PipelineError::OtherTable {
+            pipeline: config.pipeline.name.clone(),
+            stored: stored.table,
+            configured: feed.table().to_string(),
+        });
+    }
+    let position = stored.position;
+    let latest = latest_version(feed).await?;
+    if position.version > latest + 1 {
+        return Err(PipelineError::PositionAhead {
+            pipeline: config.pipeline.name.clone(),
+            table: feed.table().to_string(),
+            version: position.version,
+            latest,
+        });
+    }
+    tracing::info!(%position, module_digest = %stored.module_digest, "Resuming from the stored position.");
+    Ok(Some(position))
+}
+
+/// The table's latest version, read on the blocking pool.
+pub(crate) async fn latest_version(feed: &Arc<ChangeFeed>) -> Result<u64, PipelineError> {
+    let reader = feed.clone();
+    Ok(blocking_step(move || reader.latest_version()).await?)
+}
+
+/// Where the config says a pipeline without a stored position starts.
+pub(crate) async fn configured_start(
+    config: &PipelineConfig,
+    feed: &Arc<ChangeFeed>,
+) -> Result<Position, PipelineError> {
+    let source = &config.source;
+    if let Some(time) = source.starting_timestamp {
+        let millis = time
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let reader = feed.clone();
+        let version = blocking_step(move || reader.version_at_or_after(millis)).await?;
+        return Ok(Position::at_version(version));
+    }
+    let version = match source.starting_version {
+        None | Some(StartingVersion::Earliest) => 0,
+        Some(StartingVersion::Version(v)) => v,
+        Some(StartingVersion::Latest) => latest_version(feed).await?,
+    };
+    Ok(match (source.snapshot, source.starting_version) {
+        (true, _) => Position::snapshot_at(version),
+        (false, Some(StartingVersion::Latest)) => Position::at_version(version + 1),
+        (false, _) => Position::at_version(version),
+    })
+}
