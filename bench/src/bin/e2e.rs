@@ -1,8 +1,8 @@
 //! The Rust contestants and tools of the end-to-end benchmark (`bench/e2e.sh`):
 //!
-//! - `native TABLE TOPIC BOOTSTRAP`: Sluice's source and sink with the gold-deals code
-//!   compiled into the host instead of run as a Wasm module (exactly-once, commits every
-//!   100,000 change rows or second, as `sluice run`): the Wasm overhead's baseline;
+//! - `native TABLE TOPIC BOOTSTRAP`: Sluice's pipeline (the same source, loop and sink as
+//!   `sluice run`, exactly-once with its default commits) with the gold-deals code
+//!   compiled into the host instead of run as a Wasm module: the Wasm overhead's baseline;
 //! - `raw TABLE TOPIC BOOTSTRAP`: gold-deals' records computed first, then produced with
 //!   rdkafka alone (the sink's producer settings, transactions of 100,000 records); the
 //!   timing printed covers producing only: the limit of the broker and client;
@@ -17,7 +17,8 @@
 //!
 //! Each prints one JSON line on stdout.
 
-use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
@@ -28,11 +29,13 @@ use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 use sha2::{Digest as _, Sha256};
-use sluice_sink::{Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, SourcePosition};
+use sluice_engine::{BatchOutput, EngineError, RejectedRow, TransformError};
+use sluice_pipeline::{Instance, Module, PipelineConfig, RunControls, RunMode, StartFrom};
+use sluice_source::arrow::array::RecordBatch;
 use sluice_source::{ChangeFeed, Position, SourceOptions};
 use sluice_transform::{Batch, Output, Params, Record, Transform};
 
-/// Change rows (native) or records (raw) per transaction, as `sluice run`'s default.
+/// Records per transaction of the raw producer, as `sluice run`'s default commit_rows.
 const COMMIT_EVERY: u64 = 100_000;
 
 #[tokio::main]
@@ -78,68 +81,96 @@ fn gold_records(
 async fn native(table: &str, topic: &str, bootstrap: &str) -> anyhow::Result<()> {
     let started = Instant::now();
     let name = format!("bench-native-{topic}");
-    let mut sink = KafkaSink::connect(SinkConfig {
-        pipeline: name.clone(),
-        properties: BTreeMap::from([("bootstrap.servers".to_string(), bootstrap.to_string())]),
-        topic: topic.to_string(),
-        position_topic: format!("sluice-position-{name}"),
-        delivery: Delivery::ExactlyOnce,
-        connect_timeout: Duration::from_secs(30),
-        transaction_timeout: Duration::from_secs(60),
-    })
+    let config = PipelineConfig::parse(
+        &format!(
+            r#"
+            [pipeline]
+            name = "{name}"
+            [source]
+            table = "{table}"
+            [transform]
+            module = "gold-deals compiled into the host"
+            [sink]
+            topic = "{topic}"
+            [sink.kafka]
+            "bootstrap.servers" = "{bootstrap}"
+            "#
+        ),
+        Path::new("/"),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let controls = RunControls {
+        module: Some(Arc::new(NativeGoldDeals)),
+        quiet_progress: true,
+        ..RunControls::default()
+    };
+    let summary = sluice_pipeline::run_controlled(
+        &config,
+        RunMode::StopAtLatest,
+        StartFrom::Configured,
+        shutdown,
+        controls,
+    )
     .await?;
-    // Read and transform a few batches ahead on a thread, as the pipeline reads ahead.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Vec<SinkRecord>, Position, u64)>(4);
-    let source = table.to_string();
-    let reader = tokio::task::spawn_blocking(move || {
-        gold_records(&source, |batch, records| {
-            let first = batch.end.row_offset - batch.batch.num_rows() as u64;
-            let records = records
-                .into_iter()
-                .map(|r| SinkRecord {
-                    topic: r.topic,
-                    partition: r.partition,
-                    key: r.key,
-                    value: r.value,
-                    headers: r.headers,
-                    origin: Some(RecordOrigin {
-                        version: batch.end.version,
-                        row: first + u64::from(r.source_row),
-                    }),
-                })
-                .collect();
-            tx.blocking_send((records, batch.end, batch.batch.num_rows() as u64))
-                .map_err(|_| anyhow::anyhow!("the producer side stopped"))
-        })
-    });
-    let (mut uncommitted, mut since, mut last) = (0u64, Instant::now(), None);
-    while let Some((records, end, rows_in_batch)) = rx.recv().await {
-        sink.send(records).await?;
-        uncommitted += rows_in_batch;
-        if uncommitted >= COMMIT_EVERY || since.elapsed() >= Duration::from_secs(1) {
-            sink.commit(&position(table, end)).await?;
-            (uncommitted, since) = (0, Instant::now());
-        }
-        last = Some(end);
-    }
-    let rows = reader.await??;
-    if let Some(end) = last {
-        sink.commit(&position(table, end)).await?;
-    }
     println!(
         "{}",
-        serde_json::json!({ "rows": rows, "seconds": started.elapsed().as_secs_f64() })
+        serde_json::json!({ "rows": summary.rows_in, "seconds": started.elapsed().as_secs_f64() })
     );
     Ok(())
 }
 
-fn position(table: &str, end: Position) -> SourcePosition {
-    SourcePosition {
-        table: table.to_string(),
-        version: end.version,
-        row_offset: end.row_offset,
-        module_digest: "native".to_string(),
-        snapshot: false,
+/// gold-deals compiled into the host, run by the pipeline as a module.
+struct NativeGoldDeals;
+
+struct NativeGoldDealsInstance(gold_deals::GoldDeals);
+
+const NATIVE: &str = "gold-deals (native)";
+
+impl Module for NativeGoldDeals {
+    fn name(&self) -> &str {
+        NATIVE
+    }
+
+    fn digest(&self) -> &str {
+        "native"
+    }
+
+    fn contract(&self) -> &str {
+        "native"
+    }
+
+    fn instantiate(&self, params: &[(String, String)]) -> Result<Box<dyn Instance>, EngineError> {
+        let params = Params::from_pairs(params.iter().cloned());
+        let transform =
+            gold_deals::GoldDeals::init(&params).map_err(|message| EngineError::Init {
+                module: NATIVE.into(),
+                message: message.to_string(),
+            })?;
+        Ok(Box::new(NativeGoldDealsInstance(transform)))
+    }
+}
+
+impl Instance for NativeGoldDealsInstance {
+    fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError> {
+        let mut out = Output::default();
+        self.0
+            .transform(&Batch::from_arrow(batch.clone()), &mut out)
+            .map_err(|e| TransformError::Batch {
+                module: NATIVE.into(),
+                message: format!("{e:?}"),
+            })?;
+        Ok(BatchOutput {
+            records: out.records(),
+            rejected: out
+                .rejected()
+                .iter()
+                .map(|(row, message)| RejectedRow {
+                    row: *row,
+                    message: message.clone(),
+                })
+                .collect(),
+        })
     }
 }
 

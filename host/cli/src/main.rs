@@ -1,12 +1,18 @@
 //! The `sluice` command.
 
 mod admin;
+mod progress;
 
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use sluice_pipeline::{KafkaSink, PipelineConfig, RunMode, SourcePosition, StartFrom};
+use std::sync::Arc;
+
+use sluice_pipeline::{
+    KafkaSink, PipelineConfig, PipelineMetrics, Position, RunControls, RunMode, SourcePosition,
+    StartFrom,
+};
 use tokio::sync::watch;
 
 /// Stream a Delta table's change data feed through a Wasm transform into Kafka.
@@ -164,7 +170,7 @@ async fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,delta_kernel=warn")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(|| progress::Stderr)
         // Colours only for people: log files and collectors get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -191,7 +197,21 @@ async fn main() -> anyhow::Result<()> {
             } else {
                 StartFrom::StoredPosition
             };
-            let summary = sluice_pipeline::run(&config, mode, start, shutdown).await?;
+            // A person at a terminal gets a progress bar; logs get a sentence now and then.
+            let metrics = Arc::new(PipelineMetrics::default());
+            let bar = progress::wanted();
+            if bar {
+                progress::draw(metrics.clone());
+            }
+            let controls = RunControls {
+                metrics,
+                quiet_progress: bar,
+                ..RunControls::default()
+            };
+            let summary =
+                sluice_pipeline::run_controlled(&config, mode, start, shutdown, controls).await;
+            progress::clear();
+            let summary = summary?;
             println!(
                 "Delivered {} records from {} change rows; next position: {}.",
                 summary.records_out, summary.rows_in, summary.position
@@ -215,13 +235,13 @@ async fn main() -> anyhow::Result<()> {
                     "Pipeline {} continues at table {} {} {} after {} rows (records so far made by module sha256:{}).",
                     config.pipeline.name,
                     p.table,
-                    if p.snapshot {
+                    if p.position.snapshot {
                         "in the snapshot of version"
                     } else {
                         "version"
                     },
-                    p.version,
-                    p.row_offset,
+                    p.position.version,
+                    p.position.row_offset,
                     p.module_digest
                 ),
             }
@@ -239,10 +259,12 @@ async fn main() -> anyhow::Result<()> {
             let mut sink = KafkaSink::connect(sluice_pipeline::sink_config(&config)).await?;
             let position = SourcePosition {
                 table: config.source.table.clone(),
-                version: to_version,
-                row_offset,
+                position: Position {
+                    version: to_version,
+                    row_offset,
+                    snapshot: false,
+                },
                 module_digest: String::new(),
-                snapshot: false,
             };
             sink.commit(&position).await?;
             println!(

@@ -8,8 +8,8 @@ use sluice_source::{ChangeFeed, SourceOptions};
 
 use crate::config::PipelineConfig;
 use crate::run::sink_config;
-use crate::start::configured_start;
 use crate::stage::load_module;
+use crate::start::configured_start;
 
 /// What one part of a pipeline was found to be.
 #[derive(Debug)]

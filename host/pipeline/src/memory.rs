@@ -64,7 +64,11 @@ impl Seen {
         self.committed
             .iter()
             .flat_map(|t| &t.records)
-            .map(|r| r.origin.map(|o| (o.version, o.row)).expect("records name their row"))
+            .map(|r| {
+                r.origin
+                    .map(|o| (o.version, o.row))
+                    .expect("records name their row")
+            })
             .collect()
     }
 
@@ -108,7 +112,9 @@ impl MemoryDelivery {
                 limit: Duration::from_secs(60),
             },
             Failure::Refuse => {
-                let origin = record.and_then(|r| r.origin).expect("a refused record has a row");
+                let origin = record
+                    .and_then(|r| r.origin)
+                    .expect("a refused record has a row");
                 SinkError::Rejected {
                     pipeline: "memory".into(),
                     topic: "t".into(),

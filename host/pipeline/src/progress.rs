@@ -51,7 +51,8 @@ impl Progress {
             rows: 0,
             logged: now,
         });
-        self.metrics.record_progress(figures(from, latest, from, 0, Duration::ZERO));
+        self.metrics
+            .record_progress(figures(from, latest, from, 0, Duration::ZERO));
     }
 
     /// `rows` more change rows are committed, up to `position`.
@@ -60,7 +61,13 @@ impl Progress {
             return;
         };
         range.rows += rows;
-        let figures = figures(range.from, range.latest, position, range.rows, range.started.elapsed());
+        let figures = figures(
+            range.from,
+            range.latest,
+            position,
+            range.rows,
+            range.started.elapsed(),
+        );
         self.metrics.record_progress(figures);
         if self.log && range.logged.elapsed() >= LOG_EVERY {
             range.logged = Instant::now();
@@ -82,9 +89,16 @@ fn figures(
         (1, u64::from(!position.snapshot))
     } else {
         let total = (latest + 1).saturating_sub(from.version);
-        (total, position.version.saturating_sub(from.version).min(total))
+        (
+            total,
+            position.version.saturating_sub(from.version).min(total),
+        )
     };
-    let rows_per_second = if seconds > 0.0 { rows as f64 / seconds } else { 0.0 };
+    let rows_per_second = if seconds > 0.0 {
+        rows as f64 / seconds
+    } else {
+        0.0
+    };
     // Versions differ in size; the rate so far is the best guess there is.
     let seconds_left = (versions_done > 0 && !from.snapshot)
         .then(|| seconds * (versions_total - versions_done) as f64 / versions_done as f64);
@@ -186,7 +200,13 @@ mod tests {
     }
 
     fn figures_at_end(from: Position) -> ProgressSnapshot {
-        figures(from, 9, Position::at_version(4), 1000, Duration::from_secs(10))
+        figures(
+            from,
+            9,
+            Position::at_version(4),
+            1000,
+            Duration::from_secs(10),
+        )
     }
 
     #[test]

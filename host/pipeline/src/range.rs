@@ -89,7 +89,12 @@ impl RangeJob {
 }
 
 /// Reads the range into `out`, one batch per blocking step.
-async fn read(feed: Arc<ChangeFeed>, from: Position, latest: u64, out: ByteSender<Result<ChangeBatch, SourceError>>) {
+async fn read(
+    feed: Arc<ChangeFeed>,
+    from: Position,
+    latest: u64,
+    out: ByteSender<Result<ChangeBatch, SourceError>>,
+) {
     let opened = blocking_step(move || -> Result<Batches, SourceError> {
         Ok(if from.snapshot {
             Box::new(feed.read_snapshot(from)?)

@@ -447,8 +447,7 @@ impl<D: Delivery> Pipeline<'_, D> {
 
     /// Commits the work sent so far together with `position`.
     async fn commit(&mut self, position: Position) -> Result<(), PipelineError> {
-        if self.uncommitted.is_none() && self.summary.position == position && !self.start_unstored
-        {
+        if self.uncommitted.is_none() && self.summary.position == position && !self.start_unstored {
             return Ok(());
         }
         let stored = SourcePosition {

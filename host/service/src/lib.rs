@@ -25,8 +25,7 @@ pub use config::{HostLimits, ServeConfig, ServerSection, TenantConfig};
 pub use error::ServiceError;
 pub use logs::LogLine;
 pub use service::{
-    CreatePipeline, Deploy, DeployReport, ModuleView, PipelineStatus, PositionView, SAMPLE_EVERY,
-    Service,
+    CreatePipeline, Deploy, DeployReport, ModuleView, PipelineStatus, SAMPLE_EVERY, Service,
 };
 pub use store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir};
 

@@ -84,31 +84,13 @@ pub struct DeployReport {
     /// stopped before the boundary; it starts with the new module when resumed).
     pub outcome: &'static str,
     /// The boundary: the first change row the new module makes records of.
-    pub position: Option<PositionView>,
+    pub position: Option<Position>,
     /// How long the pipeline was held at the boundary, compile excluded.
     pub pause_ms: Option<f64>,
     /// Change rows of the old module's work committed at the boundary.
     pub committed_rows: Option<u64>,
     /// How long compiling and checking the new module took.
     pub prepare_ms: f64,
-}
-
-/// A position in a table's change feed.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct PositionView {
-    /// The version of the next change row.
-    pub version: u64,
-    /// Change rows of that version already delivered.
-    pub row_offset: u64,
-}
-
-impl From<Position> for PositionView {
-    fn from(p: Position) -> PositionView {
-        PositionView {
-            version: p.version,
-            row_offset: p.row_offset,
-        }
-    }
 }
 
 /// A pipeline's status, as the API shows it.
@@ -131,7 +113,7 @@ pub struct PipelineStatus {
     /// The topic for records that name none.
     pub topic: String,
     /// Where it is (as of its last commit since the service started).
-    pub position: PositionView,
+    pub position: Position,
     /// The table's latest version when last looked at.
     pub latest_version: u64,
     /// Versions committed to the table and not yet delivered.
@@ -615,9 +597,10 @@ impl Service {
             let result = match prepared {
                 Ok((module, _)) => {
                     let controls = RunControls {
-                        module: Some(module),
+                        module: Some(Arc::new(module)),
                         swaps: Some(swaps_rx),
                         metrics: entry.metrics.clone(),
+                        quiet_progress: false,
                     };
                     run_controlled(
                         &config,
@@ -647,7 +630,7 @@ impl Service {
         let definition = entry.definition();
         let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
         let at = entry.metrics.snapshot();
-        let stopped_at = Some((at.position_version, at.position_row_offset));
+        let stopped_at = Some(at.position);
         let stored = match result {
             Ok(()) => {
                 tracing::info!(tenant, pipeline = name, "A pipeline stopped.");
@@ -892,8 +875,8 @@ impl Service {
         if let Some(running) = running {
             let (reply, replied) = oneshot::channel();
             let request = SwapRequest {
-                module,
-                instance,
+                module: Arc::new(module),
+                instance: Box::new(instance),
                 reply,
             };
             let sent = match running.swaps.try_send(request) {
@@ -909,7 +892,7 @@ impl Service {
                 match tokio::time::timeout(SWAP_WAIT, replied).await {
                     Ok(Ok(Ok(done))) => {
                         report.outcome = "switched";
-                        report.position = Some(done.position.into());
+                        report.position = Some(done.position);
                         report.pause_ms = Some(done.pause.as_secs_f64() * 1000.0);
                         report.committed_rows = Some(done.committed_rows);
                     }
@@ -1103,15 +1086,15 @@ impl Service {
 }
 
 /// Where a pipeline is: from its counters while it runs, else where it last stopped.
-fn position_of(definition: &PipelineDefinition, counters: &MetricsSnapshot) -> PositionView {
-    let counted = (counters.position_version, counters.position_row_offset);
-    let (version, row_offset) = match definition.stopped_at {
-        Some(stopped) if definition.state != PipelineState::Running || counted == (0, 0) => stopped,
+fn position_of(definition: &PipelineDefinition, counters: &MetricsSnapshot) -> Position {
+    let counted = counters.position;
+    match definition.stopped_at {
+        Some(stopped)
+            if definition.state != PipelineState::Running || counted == Position::default() =>
+        {
+            stopped
+        }
         _ => counted,
-    };
-    PositionView {
-        version,
-        row_offset,
     }
 }
 
@@ -1135,7 +1118,7 @@ async fn stop(running: Option<Running>) {
 fn sample(
     config: &PipelineConfig,
     module: &TransformModule,
-    at: PositionView,
+    at: Position,
     rows: usize,
 ) -> Result<(), ServiceError> {
     let options = SourceOptions {
@@ -1159,12 +1142,9 @@ fn sample(
         }
         Ok(seen)
     };
+    // Inside a snapshot the next rows are the snapshot's, not the version's changes.
     let from = if at.version <= latest {
-        Position {
-            version: at.version,
-            row_offset: at.row_offset,
-            snapshot: false,
-        }
+        at
     } else {
         let mut version = latest;
         while version > 0 && rows_from(version)? < rows {
@@ -1176,7 +1156,15 @@ fn sample(
         .instantiate(&config.transform_params())
         .map_err(|e| refuse(e.to_string()))?;
     let mut left = rows;
-    for batch in feed.read(from, latest).map_err(|e| refuse(e.to_string()))? {
+    let batches: Box<dyn Iterator<Item = _>> = if from.snapshot {
+        Box::new(
+            feed.read_snapshot(from)
+                .map_err(|e| refuse(e.to_string()))?,
+        )
+    } else {
+        Box::new(feed.read(from, latest).map_err(|e| refuse(e.to_string()))?)
+    };
+    for batch in batches {
         let batch = batch.map_err(|e| refuse(e.to_string()))?.batch;
         let batch = batch.slice(0, batch.num_rows().min(left));
         match instance.transform(&batch) {

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+use sluice_pipeline::Position;
 
 use crate::error::ServiceError;
 
@@ -60,10 +61,31 @@ pub struct PipelineDefinition {
     pub state: PipelineState,
     /// Why it failed, when it did.
     pub error: Option<String>,
-    /// Where it was when it last stopped: `(version, row offset)`, shown while it is
-    /// not running (the position itself is in Kafka).
-    #[serde(default)]
-    pub stopped_at: Option<(u64, u64)>,
+    /// Where it was when it last stopped, shown while it is not running (the position
+    /// itself is in Kafka).
+    #[serde(default, deserialize_with = "stopped_at")]
+    pub stopped_at: Option<Position>,
+}
+
+/// Reads `stopped_at` as written now (a position) or by earlier versions (a
+/// `[version, row offset]` pair, which never was inside a snapshot).
+fn stopped_at<'de, D: serde::Deserializer<'de>>(from: D) -> Result<Option<Position>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Position(Position),
+        Pair(u64, u64),
+    }
+    Ok(
+        Option::<Written>::deserialize(from)?.map(|written| match written {
+            Written::Position(position) => position,
+            Written::Pair(version, row_offset) => Position {
+                version,
+                row_offset,
+                snapshot: false,
+            },
+        }),
+    )
 }
 
 /// The state directory.

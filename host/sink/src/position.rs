@@ -209,7 +209,8 @@ mod tests {
 
     #[test]
     fn the_stored_json_keeps_its_fields() {
-        let stored = r#"{"table":"/t","version":4,"row_offset":2,"module_digest":"ab","snapshot":true}"#;
+        let stored =
+            r#"{"table":"/t","version":4,"row_offset":2,"module_digest":"ab","snapshot":true}"#;
         let position: SourcePosition = serde_json::from_str(stored).unwrap();
         assert_eq!(
             position.position,
@@ -220,7 +221,10 @@ mod tests {
             }
         );
         let written = serde_json::to_value(&position).unwrap();
-        assert_eq!(written, serde_json::from_str::<serde_json::Value>(stored).unwrap());
+        assert_eq!(
+            written,
+            serde_json::from_str::<serde_json::Value>(stored).unwrap()
+        );
         let changes = r#"{"table":"/t","version":4,"row_offset":0,"module_digest":"ab"}"#;
         let position: SourcePosition = serde_json::from_str(changes).unwrap();
         assert_eq!(position.position, Position::at_version(4));

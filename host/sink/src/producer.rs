@@ -482,12 +482,7 @@ impl KafkaSink {
                     let _ = tokio::time::timeout(Duration::from_millis(100), reported).await;
                 }
                 Err((error, _)) => {
-                    return Err(self.delivery_error(
-                        Some(topic),
-                        record.origin,
-                        bytes,
-                        error,
-                    ));
+                    return Err(self.delivery_error(Some(topic), record.origin, bytes, error));
                 }
             }
         }
@@ -672,8 +667,7 @@ fn topic_ready<C: ClientContext>(
     let mut last_error = String::from("no broker answered");
     loop {
         let remaining = deadline.saturating_duration_since(std::time::Instant::now());
-        match client.fetch_metadata(Some(topic), remaining.max(Duration::from_millis(100)))
-        {
+        match client.fetch_metadata(Some(topic), remaining.max(Duration::from_millis(100))) {
             Ok(metadata) => {
                 brokers_answered |= !metadata.brokers().is_empty();
                 for t in metadata.topics().iter().filter(|t| t.name() == topic) {

@@ -73,7 +73,10 @@ impl ProducerContext for DeliveryTracker {
             if sequence >= state.counted_from {
                 state.outstanding = state.outstanding.saturating_sub(1);
                 if let Err((error, _)) = result
-                    && state.failed.as_ref().is_none_or(|(first, _)| sequence < *first)
+                    && state
+                        .failed
+                        .as_ref()
+                        .is_none_or(|(first, _)| sequence < *first)
                 {
                     state.failed = Some((sequence, error.clone()));
                 }

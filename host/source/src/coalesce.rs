@@ -70,7 +70,7 @@ mod tests {
     use delta_kernel::arrow::datatypes::{DataType, Field, Schema};
 
     use super::*;
-    use crate::position::Position;
+    use sluice_position::Position;
 
     fn piece(version: u64, rows: i64, end_offset: u64) -> Result<ChangeBatch, SourceError> {
         let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));

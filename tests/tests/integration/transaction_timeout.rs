@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use sluice_sink::{Delivery, KafkaSink, SinkConfig, SinkRecord, SourcePosition};
+use sluice_source::Position;
 use sluice_tests::{consume_all, kafka_bootstrap, unique_topic};
 
 fn record(value: &str) -> SinkRecord {
@@ -28,10 +29,8 @@ async fn a_transaction_open_past_the_timeout_is_aborted_and_the_next_one_deliver
     };
     let position = |version| SourcePosition {
         table: "t".into(),
-        version,
-        row_offset: 0,
+        position: Position::at_version(version),
         module_digest: String::new(),
-        snapshot: false,
     };
     let mut sink = KafkaSink::connect(config.clone()).await.unwrap();
     sink.send(vec![record("stalled")]).await.unwrap();

@@ -66,6 +66,9 @@ fn latest() -> u64 {
         .unwrap()
 }
 
+/// A swap a module asks for from inside a batch: where to send it, and what.
+type SwapAsk = Arc<Mutex<Option<(mpsc::Sender<SwapRequest>, SwapRequest)>>>;
+
 /// What a test module does on its n-th batch (counting from 1).
 #[derive(Clone, Default)]
 struct Script {
@@ -74,7 +77,7 @@ struct Script {
     /// Fail row 1 of this batch.
     fail_on: Option<usize>,
     /// On this batch, ask for a swap to this module.
-    swap_on: Option<(usize, Arc<Mutex<Option<(mpsc::Sender<SwapRequest>, SwapRequest)>>>)>,
+    swap_on: Option<(usize, SwapAsk)>,
     /// On this batch, ask the pipeline to shut down.
     shutdown_on: Option<(usize, Arc<watch::Sender<bool>>)>,
 }
@@ -117,7 +120,7 @@ impl Instance for RowsInstance {
             && *n == self.batches
             && let Some((sender, request)) = swap.lock().unwrap().take()
         {
-            sender.try_send(request).ok().expect("the swap is taken");
+            assert!(sender.try_send(request).is_ok(), "the swap is taken");
         }
         if let Some((n, stop)) = &script.shutdown_on
             && *n == self.batches
@@ -193,7 +196,11 @@ async fn run_once(
     Outcome { result, metrics }
 }
 
-async fn run_to_latest(config: &PipelineConfig, module: Rows, delivery: &MemoryDelivery) -> Outcome {
+async fn run_to_latest(
+    config: &PipelineConfig,
+    module: Rows,
+    delivery: &MemoryDelivery,
+) -> Outcome {
     let (_stop, shutdown) = watch::channel(false);
     run_once(config, module, delivery, shutdown, None).await
 }
@@ -224,7 +231,11 @@ async fn every_row_is_delivered_once_in_order_and_commits_follow_the_row_count()
     assert_eq!(seen.stored().unwrap().position, summary.position);
     // Batches of at most 2 rows, committed once 3 rows are open: at most 4 rows each.
     for transaction in &seen.committed {
-        assert!(transaction.records.len() <= 4, "{}", transaction.records.len());
+        assert!(
+            transaction.records.len() <= 4,
+            "{}",
+            transaction.records.len()
+        );
         assert_eq!(transaction.position.module_digest, "a");
     }
     assert_positions_follow_records(&seen);
@@ -250,7 +261,11 @@ async fn retriable_failures_redo_the_work_from_the_last_commit() {
         let seen = delivery.seen();
         assert_eq!(seen.origins(), all_rows(), "{failure:?} at {call:?}");
         assert_positions_follow_records(&seen);
-        assert_eq!(outcome.metrics.snapshot().sink_retries, retries, "{failure:?}");
+        assert_eq!(
+            outcome.metrics.snapshot().sink_retries,
+            retries,
+            "{failure:?}"
+        );
         let reconnects = usize::from(failure == Failure::TransactionTimeout);
         assert_eq!(seen.reconnects, reconnects, "{failure:?}");
     }
@@ -262,7 +277,10 @@ async fn fencing_and_refused_records_stop_the_pipeline_keeping_what_was_committe
     delivery.fail(Call::Commit(2), Failure::Fence);
     let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
     let error = outcome.result.unwrap_err();
-    assert!(matches!(error, PipelineError::Sink(SinkError::Fenced { .. })), "{error}");
+    assert!(
+        matches!(error, PipelineError::Sink(SinkError::Fenced { .. })),
+        "{error}"
+    );
     let committed = delivery.seen().origins();
     assert_eq!(committed, all_rows()[..committed.len()]);
 
@@ -304,19 +322,24 @@ async fn the_error_policy_routes_failed_rows() {
     let dead_letters = "on_error = \"dead-letter\"\ndead_letter_topic = \"dead\"";
     let outcome = run_to_latest(&config(dead_letters), module.clone(), &delivery).await;
     let summary = outcome.result.unwrap();
-    let seen = delivery.seen();
-    let letters: Vec<_> = seen
-        .committed
-        .iter()
-        .flat_map(|t| &t.records)
-        .filter(|r| r.topic.as_deref() == Some("dead"))
-        .collect();
-    assert_eq!(letters.len() as u64, summary.rows_failed);
-    let letter = String::from_utf8(letters[0].value.clone().unwrap()).unwrap();
-    assert!(letter.contains("\"error_kind\":\"row\""), "{letter}");
-    assert!(letter.contains("\"module_digest\":\"a\""), "{letter}");
-    assert_eq!(seen.origins().len() as u64, summary.rows_in, "every row once, as a record or a letter");
-    drop(seen);
+    {
+        let seen = delivery.seen();
+        let letters: Vec<_> = seen
+            .committed
+            .iter()
+            .flat_map(|t| &t.records)
+            .filter(|r| r.topic.as_deref() == Some("dead"))
+            .collect();
+        assert_eq!(letters.len() as u64, summary.rows_failed);
+        let letter = String::from_utf8(letters[0].value.clone().unwrap()).unwrap();
+        assert!(letter.contains("\"error_kind\":\"row\""), "{letter}");
+        assert!(letter.contains("\"module_digest\":\"a\""), "{letter}");
+        assert_eq!(
+            seen.origins().len() as u64,
+            summary.rows_in,
+            "every row once, as a record or a letter"
+        );
+    }
 
     // fail: the pipeline stops naming the row; the batches before it are committed.
     let failing = Rows {
@@ -367,14 +390,25 @@ async fn a_swap_happens_at_a_batch_boundary_and_positions_name_the_module() {
     let outcome = run_once(&config(""), old_module, &delivery, shutdown, Some(swaps)).await;
     outcome.result.unwrap();
     let report = reply.await.unwrap().unwrap();
-    assert_eq!((report.from_digest.as_str(), report.to_digest.as_str()), ("a", "b"));
+    assert_eq!(
+        (report.from_digest.as_str(), report.to_digest.as_str()),
+        ("a", "b")
+    );
     let seen = delivery.seen();
-    assert_eq!(seen.origins(), all_rows(), "no row lost or repeated across the swap");
+    assert_eq!(
+        seen.origins(),
+        all_rows(),
+        "no row lost or repeated across the swap"
+    );
     let mut digests = Vec::new();
     for transaction in &seen.committed {
         let digest = transaction.position.module_digest.as_str();
         for record in &transaction.records {
-            assert_eq!(record.key.as_deref(), Some(digest.as_bytes()), "one module per transaction");
+            assert_eq!(
+                record.key.as_deref(),
+                Some(digest.as_bytes()),
+                "one module per transaction"
+            );
         }
         if digests.last() != Some(&digest) {
             digests.push(digest);
