@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -61,7 +62,7 @@ def process_tree(root):
 
 
 def run_measured(argv, env=None, cwd=None):
-    """Runs a command; returns (stdout, wall seconds, CPU seconds, peak RSS MiB).
+    """Runs a command; returns (stdout, wall seconds, CPU seconds, peak RSS MiB, stderr).
 
     CPU and RSS cover the whole process tree (Spark's JVM is a grandchild that its
     driver does not wait for): the larger of what wait4 reports and what sampling
@@ -100,7 +101,17 @@ def run_measured(argv, env=None, cwd=None):
         sys.exit(f"{' '.join(map(str, argv))} failed ({process.returncode}):\n{err[0].decode(errors='replace')[-4000:]}")
     cpu = max(usage.ru_utime + usage.ru_stime, sum(cpu_seen.values()))
     rss = max(usage.ru_maxrss * 1024, peak_rss[0]) / 1024 / 1024
-    return out[0].decode(), wall, cpu, rss
+    return out[0].decode(), wall, cpu, rss, err[0].decode(errors="replace")
+
+
+STAGES = ["read", "transform", "send", "commit", "waiting for batches"]
+
+
+def stages(log):
+    """The pipeline's seconds per stage, from its `Pipeline stopped.` log line (None for
+    contestants that are not the pipeline)."""
+    match = re.search(r"stages=read ([\d.]+) s, transform ([\d.]+) s, send ([\d.]+) s, commit ([\d.]+) s, waiting for batches ([\d.]+) s", log)
+    return dict(zip(STAGES, map(float, match.groups()))) if match else None
 
 
 def last_json(text):
@@ -153,25 +164,25 @@ change_headers = {'true' if follow else 'false'}
             delivery = "at-least-once" if name == "sluice-alo" else "exactly-once"
             module = self.module.with_name(MODULES[name]) if name in MODULES else None
             config = self.sluice_config(topic, delivery, module=module)
-            _, wall, cpu, rss = run_measured([self.bin / "sluice", "run", "--config", config, "--stop-at-latest"])
+            _, wall, cpu, rss, err = run_measured([self.bin / "sluice", "run", "--config", config, "--stop-at-latest"])
             seconds = wall
         elif name == "native":
-            out, wall, cpu, rss = run_measured([self.bin / "e2e", "native", self.table, topic, self.args.bootstrap])
+            out, wall, cpu, rss, err = run_measured([self.bin / "e2e", "native", self.table, topic, self.args.bootstrap])
             seconds = wall
         elif name == "raw":
-            out, wall, cpu, rss = run_measured([self.bin / "e2e", "raw", self.table, topic, self.args.bootstrap])
+            out, wall, cpu, rss, err = run_measured([self.bin / "e2e", "raw", self.table, topic, self.args.bootstrap])
             # Producing only: the records were computed before the clock started.
             seconds = last_json(out)["seconds"]
         else:
             env = dict(os.environ, SLUICE_SPARK_IVY=str(Path(self.args.cache) / "spark-ivy"), PYSPARK_PYTHON=self.args.spark_python)
             checkpoint = self.work / f"checkpoint-{topic}"
-            _, wall, cpu, rss = run_measured(
+            _, wall, cpu, rss, err = run_measured(
                 [self.args.spark_python, ROOT / "bench/e2e/spark_job.py", self.table, topic, self.args.bootstrap, checkpoint],
                 env=env,
             )
             seconds = wall
         digest = last_json(subprocess.run([self.bin / "e2e", "digest", topic, self.args.bootstrap], check=True, capture_output=True, text=True).stdout)
-        return {"seconds": seconds, "cpu": cpu, "rss": rss, "count": digest["count"], "sha256": digest["sha256"]}
+        return {"seconds": seconds, "cpu": cpu, "rss": rss, "count": digest["count"], "sha256": digest["sha256"], "stages": stages(err)}
 
     def latency(self):
         """Sluice in follow mode: milliseconds from a Delta commit to a read_committed
@@ -276,25 +287,39 @@ def render(args, results, latency):
         "",
         f"The deals table of the motivating case: {args.rows:,} deals appended in version 0, then an update (5% of deals), a delete (2%) and a merge (3% changed, 1% new). Every contestant delivers the same {records:,} records (keys and values checked by count and SHA-256) to one local Kafka broker. Figures are the median of {args.runs} runs, with min and max.",
         "",
-        f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs}`.",
+        f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs} --commits {args.commits}`.",
         "",
-        "| contestant | records/s | seconds (min-max) | CPU s | peak RSS MiB | vs Spark | vs raw |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| contestant | records/s | seconds (min-max) | CPU s | peak RSS MiB | vs native | vs raw | vs Spark |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, runs in results.items():
         seconds, low, high = med(runs, "seconds")
         cpu = med(runs, "cpu")[0]
         rss = med(runs, "rss")[0]
         vs = lambda other: f"{speed[name] / speed[other]:.2f}x" if other in speed else "-"  # noqa: E731
-        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {cpu:.1f} | {rss:.0f} | {vs('spark')} | {vs('raw')} |")
+        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {cpu:.1f} | {rss:.0f} | {vs('native')} | {vs('raw')} | {vs('spark')} |")
     lines += [
         "",
         "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included.",
         "- `sluice-python`, `sluice-js`, `sluice-c`: the same with gold-deals in Python (componentize-py), JavaScript (componentize-js) and C (clang with wasi-libc), each on the host's helpers through its SDK.",
-        "- `native`: Sluice's source and sink with the same gold-deals code compiled into the host (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
+        "- `native`: Sluice's pipeline (the same source, loop and sink as `sluice run`, exactly-once) with the same gold-deals code compiled into the host instead of run as a module (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
         "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
         "- `spark`: pyspark with delta-spark and spark-sql-kafka, `readChangeFeed` from version 0, the same shaping, Spark's Kafka sink (at-least-once), `local[2]`, `availableNow`; wall time of the job, JVM start-up included.",
     ]
+    profiled = {name: runs for name, runs in results.items() if all(r["stages"] for r in runs)}
+    if profiled:
+        lines += [
+            "",
+            "## Where the time goes",
+            "",
+            "Seconds per stage of the pipeline, from its own metrics (median of the runs). The stages overlap (the table is read and transformed ahead while the loop sends and commits), so they add up to more than the wall time; the stage nearest the wall time is the bottleneck, and `waiting for batches` is the loop idle for want of transformed batches.",
+            "",
+            "| contestant | wall s | " + " | ".join(STAGES) + " |",
+            "| --- | ---: | " + " | ".join("---:" for _ in STAGES) + " |",
+        ]
+        for name, runs in profiled.items():
+            cells = [f"{statistics.median(r['stages'][stage] for r in runs):.2f}" for stage in STAGES]
+            lines.append(f"| {name} | {med(runs, 'seconds')[0]:.2f} | " + " | ".join(cells) + " |")
     if latency:
         lines += [
             "",

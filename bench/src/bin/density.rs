@@ -3,7 +3,8 @@
 //! Starts `sluice serve` (the binary next to this one's target directory, built with
 //! `cargo build -p sluice`) on a temporary state directory, uploads `passthrough`,
 //! creates pipelines in steps on one small table until `PIPELINES` run, waits at each
-//! step until every pipeline has caught up and is idle, and prints the service's
+//! step until every pipeline has caught up and has been idle long enough to release its
+//! Kafka producer (`release_producer_after`, 30 s by default), and prints the service's
 //! resident memory and thread count. Needs the local broker (`scripts/kafka.sh start`).
 //!
 //! Usage: `cargo run -p sluice-bench --bin density -- [PIPELINES] [BOOTSTRAP]`
@@ -208,7 +209,9 @@ fn main() -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_secs(1));
         }
         let seconds = started.elapsed().as_secs_f64();
-        std::thread::sleep(Duration::from_secs(5));
+        // Idle for longer than `release_producer_after` (30 s by default): the
+        // pipelines have released their Kafka producers.
+        std::thread::sleep(Duration::from_secs(35));
         let (rss, threads) = service.footprint()?;
         println!(
             "{created:>10} {rss:>12.1} {:>14.0} {threads:>9} {seconds:>12.1}",

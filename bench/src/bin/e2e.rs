@@ -47,7 +47,15 @@ async fn main() -> anyhow::Result<()> {
             .context("missing argument; see the file's doc comment")
     };
     match arg(0)? {
-        "native" => native(arg(1)?, arg(2)?, arg(3)?).await,
+        "native" => {
+            // The pipeline's log, with its per-stage timings, as `sluice run` writes it.
+            tracing_subscriber::fmt()
+                .with_env_filter("warn,sluice_pipeline=info")
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .init();
+            native(arg(1)?, arg(2)?, arg(3)?).await
+        }
         "raw" => raw(arg(1)?, arg(2)?, arg(3)?),
         "digest" => digest(arg(1)?, arg(2)?),
         "latency" => latency(arg(1)?, arg(2)?, arg(3)?.parse()?),

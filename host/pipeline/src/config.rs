@@ -164,6 +164,12 @@ pub struct SinkSection {
     /// Longest a transaction commit or an acknowledgement wait may take (default `60s`).
     #[serde(default = "default_transaction_timeout", with = "humantime_serde")]
     pub transaction_timeout: Duration,
+    /// Close the Kafka producer once the table has had no new version for this long
+    /// (default `30s`), and connect again when one comes: an idle pipeline then holds no
+    /// producer, its threads or its buffers. The first commit after the pause waits for
+    /// the connection (in exactly-once mode, the transactions' initialisation too).
+    #[serde(default = "default_release_producer_after", with = "humantime_serde")]
+    pub release_producer_after: Duration,
     /// librdkafka properties, passed through as given (`bootstrap.servers`,
     /// `security.protocol`, `sasl.mechanism`, `sasl.username`, ...).
     #[serde(default)]
@@ -244,6 +250,9 @@ impl TryFrom<StartingVersionText> for StartingVersion {
 
 fn default_transaction_timeout() -> Duration {
     Duration::from_secs(60)
+}
+fn default_release_producer_after() -> Duration {
+    Duration::from_secs(30)
 }
 fn default_commit_rows() -> u64 {
     100_000

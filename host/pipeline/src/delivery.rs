@@ -1,5 +1,6 @@
 //! The seam between the pipeline loop and Kafka: send records, commit them with the
-//! position after them, roll back. [`KafkaSink`] in production; an in-memory sink that
+//! position after them, roll back. The loop connects one through a [`Connect`], and
+//! drops it to start afresh (after an error that left it unusable, or while idle). [`KafkaSink`] in production; an in-memory sink that
 //! injects every failure the real one reports in the loop's unit tests.
 
 use std::future::Future;
@@ -25,13 +26,27 @@ pub(crate) trait Delivery: Send {
     /// Forgets everything sent since the last commit.
     fn rollback(&mut self) -> impl Future<Output = ()> + Send;
 
-    /// Starts afresh after an error that left it unusable ([`SinkError::needs_reconnect`]).
-    fn reconnect(&mut self) -> impl Future<Output = Result<(), SinkError>> + Send;
-
     /// The position the last commit stored, if any.
     fn stored_position(
         &self,
     ) -> impl Future<Output = Result<Option<SourcePosition>, SinkError>> + Send;
+}
+
+/// Makes a connected [`Delivery`]; called at start-up and whenever the loop dropped
+/// the last one.
+pub(crate) trait Connect<D>: Send + Sync {
+    /// A new connection.
+    fn connect(&self) -> impl Future<Output = Result<D, SinkError>> + Send;
+}
+
+impl<D, F, Fut> Connect<D> for F
+where
+    F: Fn() -> Fut + Send + Sync,
+    Fut: Future<Output = Result<D, SinkError>> + Send,
+{
+    fn connect(&self) -> impl Future<Output = Result<D, SinkError>> + Send {
+        self()
+    }
 }
 
 impl Delivery for KafkaSink {
@@ -45,10 +60,6 @@ impl Delivery for KafkaSink {
 
     async fn rollback(&mut self) {
         KafkaSink::rollback(self).await;
-    }
-
-    async fn reconnect(&mut self) -> Result<(), SinkError> {
-        KafkaSink::reconnect(self).await
     }
 
     async fn stored_position(&self) -> Result<Option<SourcePosition>, SinkError> {

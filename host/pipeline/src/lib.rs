@@ -31,7 +31,9 @@ pub use config::{
     resolve_reference,
 };
 pub use error::PipelineError;
-pub use metrics::{BATCH_SECONDS_BUCKETS, MetricsSnapshot, PipelineMetrics, ProgressSnapshot};
+pub use metrics::{
+    BATCH_SECONDS_BUCKETS, MetricsSnapshot, PipelineMetrics, ProgressSnapshot, StageSeconds,
+};
 pub use module::{Instance, Module};
 pub use preview::{PreviewOptions, PreviewSummary, preview};
 pub use run::{

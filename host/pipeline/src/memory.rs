@@ -47,7 +47,10 @@ pub(crate) struct Transaction {
 pub(crate) struct Seen {
     pub committed: Vec<Transaction>,
     pub rollbacks: usize,
-    pub reconnects: usize,
+    /// Connections made.
+    pub connects: usize,
+    /// Connections the pipeline dropped.
+    pub released: usize,
     sends: usize,
     commits: usize,
     pending: Vec<SinkRecord>,
@@ -82,9 +85,32 @@ impl Seen {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct MemoryDelivery {
     seen: Arc<Mutex<Seen>>,
+    /// Held only to count, when dropped with the last clone, as released.
+    _connection: Option<Arc<Connection>>,
+}
+
+/// One connection; counted as released when the pipeline drops it.
+#[derive(Debug)]
+struct Connection(Arc<Mutex<Seen>>);
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).released += 1;
+    }
 }
 
 impl MemoryDelivery {
+    /// A new connection to the same sink, as the loop makes one.
+    pub(crate) async fn connect(&self) -> Result<MemoryDelivery, SinkError> {
+        let mut seen = self.seen();
+        seen.connects += 1;
+        seen.broken = false;
+        Ok(MemoryDelivery {
+            seen: self.seen.clone(),
+            _connection: Some(Arc::new(Connection(self.seen.clone()))),
+        })
+    }
+
     /// Makes `call` fail with `failure`.
     pub(crate) fn fail(&self, call: Call, failure: Failure) -> &Self {
         self.seen().failures.insert(call, failure);
@@ -194,13 +220,6 @@ impl Delivery for MemoryDelivery {
             seen.rollbacks += 1;
         }
         seen.pending.clear();
-    }
-
-    async fn reconnect(&mut self) -> Result<(), SinkError> {
-        let mut seen = self.seen();
-        seen.reconnects += 1;
-        seen.broken = false;
-        Ok(())
     }
 
     async fn stored_position(&self) -> Result<Option<SourcePosition>, SinkError> {

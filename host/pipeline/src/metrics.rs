@@ -36,6 +36,59 @@ pub struct PipelineMetrics {
     position_snapshot: AtomicBool,
     latest_version: AtomicU64,
     progress: Mutex<ProgressSnapshot>,
+    stage_nanos: [AtomicU64; Stage::ALL.len()],
+}
+
+/// A stage of the pipeline, timed on its own: the stages overlap, so their times add
+/// up to more than the run's; the one nearest the run's wall time is the bottleneck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Reading change batches from the table.
+    Read,
+    /// Running the module and building the sink records.
+    Transform,
+    /// Handing records to the Kafka producer.
+    Send,
+    /// Committing (a transaction, or the position after acknowledgements).
+    Commit,
+    /// The loop waiting for the next transformed batch.
+    Wait,
+}
+
+impl Stage {
+    /// Every stage, in order.
+    pub(crate) const ALL: [Stage; 5] = [
+        Stage::Read,
+        Stage::Transform,
+        Stage::Send,
+        Stage::Commit,
+        Stage::Wait,
+    ];
+}
+
+/// Seconds spent per stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct StageSeconds {
+    /// Reading change batches from the table.
+    pub read: f64,
+    /// Running the module and building the sink records.
+    pub transform: f64,
+    /// Handing records to the Kafka producer.
+    pub send: f64,
+    /// Committing.
+    pub commit: f64,
+    /// The loop waiting for the next transformed batch.
+    pub wait: f64,
+}
+
+impl std::fmt::Display for StageSeconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "read {:.2} s, transform {:.2} s, send {:.2} s, commit {:.2} s, waiting for batches {:.2} s",
+            self.read, self.transform, self.send, self.commit, self.wait
+        )
+    }
 }
 
 /// Where a pipeline is in the range of versions it is delivering (catching up, or
@@ -96,6 +149,8 @@ pub struct MetricsSnapshot {
     pub latest_version: u64,
     /// Gauge: the range being delivered.
     pub progress: ProgressSnapshot,
+    /// Seconds spent per stage.
+    pub stage_seconds: StageSeconds,
 }
 
 impl MetricsSnapshot {
@@ -154,6 +209,10 @@ impl PipelineMetrics {
             .store(position.snapshot, Ordering::Relaxed);
     }
 
+    pub(crate) fn record_stage(&self, stage: Stage, took: Duration) {
+        self.stage_nanos[stage as usize].fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn record_progress(&self, progress: ProgressSnapshot) {
         *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = progress;
     }
@@ -192,6 +251,16 @@ impl PipelineMetrics {
             },
             latest_version: load(&self.latest_version),
             progress: *self.progress.lock().unwrap_or_else(|e| e.into_inner()),
+            stage_seconds: {
+                let seconds = |stage: Stage| load(&self.stage_nanos[stage as usize]) as f64 / 1e9;
+                StageSeconds {
+                    read: seconds(Stage::Read),
+                    transform: seconds(Stage::Transform),
+                    send: seconds(Stage::Send),
+                    commit: seconds(Stage::Commit),
+                    wait: seconds(Stage::Wait),
+                }
+            },
         }
     }
 }

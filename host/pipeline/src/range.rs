@@ -9,6 +9,7 @@ use sluice_source::{ChangeBatch, ChangeFeed, Position, SourceError};
 use tokio::task::JoinHandle;
 
 use crate::error::PipelineError;
+use crate::metrics::{PipelineMetrics, Stage};
 use crate::queue::{ByteReceiver, ByteSender, byte_queue};
 use crate::records::{MadeBy, RecordBuilder};
 use crate::stage::TransformStage;
@@ -60,11 +61,13 @@ impl RangeJob {
         latest: u64,
         stage: TransformStage,
         builder: Arc<RecordBuilder>,
+        metrics: Arc<PipelineMetrics>,
     ) -> RangeJob {
         let (batches_in, batches_out) = byte_queue(READ_AHEAD_BYTES);
         let (prepared_in, prepared_out) = byte_queue(TRANSFORM_AHEAD_BYTES);
-        tokio::spawn(read(feed, from, latest, batches_in));
-        let transformer = tokio::spawn(transform(stage, builder, batches_out, prepared_in));
+        tokio::spawn(read(feed, from, latest, batches_in, metrics.clone()));
+        let transformer =
+            tokio::spawn(transform(stage, builder, batches_out, prepared_in, metrics));
         RangeJob {
             prepared: Some(prepared_out),
             transformer: Some(transformer),
@@ -94,6 +97,7 @@ async fn read(
     from: Position,
     latest: u64,
     out: ByteSender<Result<ChangeBatch, SourceError>>,
+    metrics: Arc<PipelineMetrics>,
 ) {
     let opened = blocking_step(move || -> Result<Batches, SourceError> {
         Ok(if from.snapshot {
@@ -112,10 +116,13 @@ async fn read(
     };
     loop {
         let (rest, next) = blocking_step(move || {
+            let started = std::time::Instant::now();
             let next = batches.next();
-            (batches, next)
+            (batches, (next, started.elapsed()))
         })
         .await;
+        let (next, took) = next;
+        metrics.record_stage(Stage::Read, took);
         batches = rest;
         let Some(next) = next else { return };
         let (bytes, failed) = match &next {
@@ -135,6 +142,7 @@ async fn transform(
     builder: Arc<RecordBuilder>,
     mut batches: ByteReceiver<Result<ChangeBatch, SourceError>>,
     out: ByteSender<Prepared>,
+    metrics: Arc<PipelineMetrics>,
 ) -> TransformStage {
     loop {
         let batch = tokio::select! {
@@ -150,12 +158,14 @@ async fn transform(
             }
         };
         let builder = builder.clone();
-        let (back, prepared, bytes) = blocking_step(move || {
+        let (back, prepared, bytes, took) = blocking_step(move || {
+            let started = std::time::Instant::now();
             let (prepared, bytes) = prepare(&mut stage, &builder, &batch);
-            (stage, prepared, bytes)
+            (stage, prepared, bytes, started.elapsed())
         })
         .await;
         stage = back;
+        metrics.record_stage(Stage::Transform, took);
         let failed = matches!(prepared, Prepared::Failed(_));
         if out.send(prepared, bytes).await.is_err() || failed {
             return stage;

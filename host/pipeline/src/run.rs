@@ -2,7 +2,6 @@
 //! ([`crate::range`]), sent and committed here with the position after them, retried
 //! from the last commit when Kafka aborts, switched to a new module at a batch boundary.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,9 +10,9 @@ use sluice_source::{ChangeFeed, Position};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::{DeliveryMode, PipelineConfig};
-use crate::delivery::Delivery;
+use crate::delivery::{Connect, Delivery};
 use crate::error::PipelineError;
-use crate::metrics::PipelineMetrics;
+use crate::metrics::{PipelineMetrics, Stage};
 use crate::module::{Instance, Module};
 use crate::progress::Progress;
 use crate::range::{Prepared, PreparedBatch, RangeJob};
@@ -137,18 +136,19 @@ pub async fn run_controlled(
     shutdown: watch::Receiver<bool>,
     controls: RunControls,
 ) -> Result<RunSummary, PipelineError> {
-    let connect = KafkaSink::connect(sink_config(config));
+    let sink = sink_config(config);
+    let connect = move || KafkaSink::connect(sink.clone());
     run_with(config, mode, start_from, shutdown, controls, connect).await
 }
 
-/// The loop over any [`Delivery`]; `connect` makes it.
-pub(crate) async fn run_with<D: Delivery>(
+/// The loop over any [`Delivery`], which `connect` makes.
+pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
     config: &PipelineConfig,
     mode: RunMode,
     start_from: StartFrom,
     mut shutdown: watch::Receiver<bool>,
     controls: RunControls,
-    connect: impl Future<Output = Result<D, SinkError>>,
+    connect: C,
 ) -> Result<RunSummary, PipelineError> {
     let name = config.pipeline.name.as_str();
     let Started {
@@ -162,7 +162,7 @@ pub(crate) async fn run_with<D: Delivery>(
         start_from,
         controls.module,
         controls.metrics.clone(),
-        connect,
+        connect.connect(),
     )
     .await?;
     tracing::info!(pipeline = name, table = feed.table(), position = %start, "Pipeline started.");
@@ -173,7 +173,8 @@ pub(crate) async fn run_with<D: Delivery>(
         builder: Arc::new(RecordBuilder::new(config, feed.table())),
         feed,
         stage: Some(stage),
-        delivery,
+        delivery: Some(delivery),
+        connect,
         commits: CommitPolicy {
             rows: config.sink.commit_rows,
             interval: config.sink.commit_interval,
@@ -193,65 +194,30 @@ pub(crate) async fn run_with<D: Delivery>(
         metrics: controls.metrics,
     };
 
-    let mut retries = 0;
-    let mut idle_wait = config.source.poll_interval;
-    loop {
-        if *shutdown.borrow() {
-            break;
+    let result = pipeline.follow(config, mode, &mut shutdown).await;
+    let fenced = matches!(result, Err(PipelineError::Sink(SinkError::Fenced { .. })));
+    if pipeline.start_unstored && !fenced {
+        // Keep where the config said to start (`latest` is another version later), so
+        // that a restart after a fix does not skip what was committed since. After an
+        // error the producer may be unusable: store it through a new one.
+        if result.is_err() {
+            pipeline.delivery = None;
         }
-        let latest = latest_version(&pipeline.feed).await?;
-        pipeline.metrics.record_latest(latest);
-        if pipeline.summary.position.version <= latest {
-            idle_wait = config.source.poll_interval;
-            let before = pipeline.summary.position;
-            match pipeline.process_range(latest, &mut shutdown).await {
-                Ok(true) => break,
-                Ok(false) => {
-                    retries = 0;
-                    continue;
-                }
-                Err(PipelineError::Sink(e)) if e.is_retriable() && retries < MAX_RETRIES => {
-                    retries = if pipeline.summary.position == before {
-                        retries + 1
-                    } else {
-                        1
-                    };
-                    tracing::warn!(pipeline = name, error = %e, position = %pipeline.summary.position, "Redoing the work from the last committed position.");
-                    pipeline.metrics.count_sink_retry();
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                    if e.needs_reconnect() {
-                        pipeline.delivery.reconnect().await?;
-                    }
-                    continue;
-                }
-                Err(e) => return Err(e),
-            }
+        let stored = pipeline.commit(pipeline.summary.position).await;
+        match (&result, stored) {
+            (Ok(()), Err(error)) => return Err(error),
+            (Err(_), Err(error)) => tracing::warn!(
+                pipeline = name,
+                %error,
+                "The start position could not be stored after the error that stops the pipeline."
+            ),
+            _ => {}
         }
-        if pipeline.start_unstored {
-            pipeline.commit(pipeline.summary.position).await?;
-        }
-        if mode == RunMode::StopAtLatest {
-            break;
-        }
-        let swap = tokio::select! {
-            _ = tokio::time::sleep(idle_wait) => None,
-            _ = shutdown.changed() => None,
-            swap = next_swap(&mut pipeline.swaps) => swap,
-        };
-        if let Some(request) = swap {
-            pipeline.swap(request).await?;
-        }
-        let max_wait = config
-            .source
-            .max_poll_interval
-            .unwrap_or(config.source.poll_interval);
-        idle_wait = (idle_wait * 2).min(max_wait);
     }
-    if pipeline.start_unstored {
-        pipeline.commit(pipeline.summary.position).await?;
-    }
+    result?;
     let summary = pipeline.summary;
-    tracing::info!(pipeline = name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, rows_failed = summary.rows_failed, "Pipeline stopped.");
+    let stages = pipeline.metrics.snapshot().stage_seconds;
+    tracing::info!(pipeline = name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, rows_failed = summary.rows_failed, %stages, "Pipeline stopped.");
     Ok(summary)
 }
 
@@ -274,7 +240,7 @@ fn pending_swap(swaps: &mut Option<mpsc::Receiver<SwapRequest>>) -> Option<SwapR
 }
 
 /// The state one run carries from batch to batch.
-struct Pipeline<'a, D> {
+struct Pipeline<'a, D, C> {
     name: &'a str,
     feed: Arc<ChangeFeed>,
     /// The transform stage, when no range job holds it.
@@ -282,7 +248,9 @@ struct Pipeline<'a, D> {
     /// Digest of the module whose records are being delivered.
     digest: String,
     builder: Arc<RecordBuilder>,
-    delivery: D,
+    /// The sink, while connected.
+    delivery: Option<D>,
+    connect: C,
     commits: CommitPolicy,
     uncommitted: Option<Uncommitted>,
     start_unstored: bool,
@@ -310,7 +278,92 @@ struct Uncommitted {
     end: Position,
 }
 
-impl<D: Delivery> Pipeline<'_, D> {
+impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
+    /// Delivers new versions until shutdown, an error, or (in [`RunMode::StopAtLatest`])
+    /// the latest version.
+    async fn follow(
+        &mut self,
+        config: &PipelineConfig,
+        mode: RunMode,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), PipelineError> {
+        let name = self.name;
+        let mut retries = 0;
+        let mut idle_wait = config.source.poll_interval;
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let latest = latest_version(&self.feed).await?;
+            self.metrics.record_latest(latest);
+            if self.summary.position.version <= latest {
+                idle_since = None;
+                idle_wait = config.source.poll_interval;
+                let before = self.summary.position;
+                match self.process_range(latest, shutdown).await {
+                    Ok(true) => break,
+                    Ok(false) => {
+                        retries = 0;
+                        continue;
+                    }
+                    Err(PipelineError::Sink(e)) if e.is_retriable() && retries < MAX_RETRIES => {
+                        retries = if self.summary.position == before {
+                            retries + 1
+                        } else {
+                            1
+                        };
+                        tracing::warn!(pipeline = name, error = %e, position = %self.summary.position, "Redoing the work from the last committed position.");
+                        self.metrics.count_sink_retry();
+                        tokio::time::sleep(RETRY_PAUSE).await;
+                        if e.needs_reconnect() {
+                            // The next use connects afresh.
+                            self.delivery = None;
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if self.start_unstored {
+                self.commit(self.summary.position).await?;
+            }
+            if mode == RunMode::StopAtLatest {
+                break;
+            }
+            let idle = *idle_since.get_or_insert_with(Instant::now);
+            if idle.elapsed() >= config.sink.release_producer_after && self.delivery.is_some() {
+                self.delivery = None;
+                tracing::debug!(
+                    pipeline = name,
+                    "Released the Kafka producer of an idle pipeline; it connects again when the table changes."
+                );
+            }
+            let swap = tokio::select! {
+                _ = tokio::time::sleep(idle_wait) => None,
+                _ = shutdown.changed() => None,
+                swap = next_swap(&mut self.swaps) => swap,
+            };
+            if let Some(request) = swap {
+                self.swap(request).await?;
+            }
+            let max_wait = config
+                .source
+                .max_poll_interval
+                .unwrap_or(config.source.poll_interval);
+            idle_wait = (idle_wait * 2).min(max_wait);
+        }
+        Ok(())
+    }
+
+    /// The sink, connected first if it is not.
+    async fn delivery(&mut self) -> Result<&mut D, PipelineError> {
+        if self.delivery.is_none() {
+            self.delivery = Some(self.connect.connect().await?);
+        }
+        Ok(self.delivery.as_mut().expect("connected above"))
+    }
+
     /// Delivers versions from the current position through `latest`; returns whether a
     /// shutdown was asked for (after committing the batch in hand). On error everything
     /// since the last commit is rolled back, so the caller may redo from
@@ -335,7 +388,9 @@ impl<D: Delivery> Pipeline<'_, D> {
         }
         if result.is_err() {
             self.uncommitted = None;
-            self.delivery.rollback().await;
+            if let Some(delivery) = &mut self.delivery {
+                delivery.rollback().await;
+            }
         }
         result
     }
@@ -351,6 +406,7 @@ impl<D: Delivery> Pipeline<'_, D> {
             latest,
             stage,
             self.builder.clone(),
+            self.metrics.clone(),
         )
     }
 
@@ -373,7 +429,10 @@ impl<D: Delivery> Pipeline<'_, D> {
                 self.swap(request).await?;
                 *job = self.start_job(latest);
             }
-            let batch = match job.next().await {
+            let waited = Instant::now();
+            let next = job.next().await;
+            self.metrics.record_stage(Stage::Wait, waited.elapsed());
+            let batch = match next {
                 None => break,
                 Some(Prepared::Failed(error)) => {
                     if matches!(error, PipelineError::Transform { .. }) {
@@ -420,7 +479,9 @@ impl<D: Delivery> Pipeline<'_, D> {
             self.commit(open.end).await?;
         }
         let produced = batch.records.len() as u64;
-        self.delivery.send(batch.records).await?;
+        let started = Instant::now();
+        self.delivery().await?.send(batch.records).await?;
+        self.metrics.record_stage(Stage::Send, started.elapsed());
         let open = self.uncommitted.get_or_insert(Uncommitted {
             since: Instant::now(),
             rows: 0,
@@ -455,7 +516,9 @@ impl<D: Delivery> Pipeline<'_, D> {
             position,
             module_digest: self.digest.clone(),
         };
-        self.delivery.commit(&stored).await?;
+        let started = Instant::now();
+        self.delivery().await?.commit(&stored).await?;
+        self.metrics.record_stage(Stage::Commit, started.elapsed());
         self.start_unstored = false;
         let done = self.uncommitted.take();
         let (rows, records, bytes) = done

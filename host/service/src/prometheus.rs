@@ -87,6 +87,23 @@ pub fn render(statuses: &[PipelineStatus]) -> String {
         }),
     );
     family(
+        "sluice_pipeline_rows_per_second",
+        "gauge",
+        "Change rows committed per second in the range being delivered (catching up or streaming a snapshot).",
+        &mut counter("sluice_pipeline_rows_per_second", |s| {
+            s.counters.progress.rows_per_second
+        }),
+    );
+    family(
+        "sluice_pipeline_range_versions_left",
+        "gauge",
+        "Versions of the range being delivered not yet committed.",
+        &mut counter("sluice_pipeline_range_versions_left", |s| {
+            let progress = &s.counters.progress;
+            (progress.versions_total - progress.versions_done) as f64
+        }),
+    );
+    family(
         "sluice_pipeline_guest_seconds_total",
         "counter",
         "Seconds spent in the pipeline's module.",

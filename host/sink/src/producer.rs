@@ -158,16 +158,21 @@ impl KafkaSink {
         let probe = producer.clone();
         let topic = config.topic.clone();
         let wait = config.connect_timeout;
-        let found = tokio::task::spawn_blocking(move || topic_ready(probe.client(), &topic, wait));
-        // The position topic is made sure of while the sink's topic is probed.
+        let probe = async {
+            let found =
+                tokio::task::spawn_blocking(move || topic_ready(probe.client(), &topic, wait))
+                    .await
+                    .expect("the metadata probe does not panic");
+            match topic_error(found, &config.topic, &bootstrap, wait) {
+                Some(error) => Err(error),
+                None => Ok(()),
+            }
+        };
+        // The position topic is made sure of while the sink's topic is probed; the
+        // probe's error (an unreachable broker) ends both at once.
         let position_topic =
             position::ensure_topic(&config.properties, &config.position_topic, wait);
-        let (found, position_topic) = tokio::join!(found, position_topic);
-        let found = found.expect("the metadata probe does not panic");
-        if let Some(error) = topic_error(found, &config.topic, &bootstrap, wait) {
-            return Err(error);
-        }
-        position_topic?;
+        tokio::try_join!(probe, position_topic)?;
 
         if config.delivery == Delivery::ExactlyOnce {
             let init = producer.clone();
@@ -189,13 +194,6 @@ impl KafkaSink {
             first_sequence: 0,
             transaction_began: None,
         })
-    }
-
-    /// Replaces the producer with a new one, for errors after which it is unusable (a
-    /// transaction the broker timed out). Nothing uncommitted survives.
-    pub async fn reconnect(&mut self) -> Result<(), SinkError> {
-        *self = KafkaSink::connect(self.config.clone()).await?;
-        Ok(())
     }
 
     /// The pipeline's last committed position, if any. [`KafkaSink::connect`] has

@@ -5,6 +5,11 @@ use delta_kernel::KernelError;
 /// Why a change feed could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// The runtime for storage reads could not start (threads or memory ran out).
+    #[error(
+        "Cannot start the runtime that reads tables: {0}. The host is out of threads or memory."
+    )]
+    Runtime(String),
     /// The table location cannot be parsed.
     #[error("Table location `{table}` is not a path or URL: {reason}")]
     InvalidLocation {

@@ -1,7 +1,7 @@
 //! The change feed reader.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use delta_kernel::arrow::array::{Array, AsArray, RecordBatch};
 use delta_kernel::arrow::compute::cast;
@@ -12,6 +12,7 @@ use delta_kernel::schema::StructType;
 use delta_kernel::table_changes::TableChanges;
 use delta_kernel::{Engine, EngineData, KernelError, Snapshot, SnapshotRef};
 use delta_kernel_default_engine::DefaultEngineBuilder;
+use delta_kernel_default_engine::executor::tokio::TokioMultiThreadExecutor;
 use delta_kernel_default_engine::storage::store_from_url_opts;
 use url::Url;
 
@@ -46,12 +47,30 @@ pub struct ChangeBatch {
     pub end: Position,
 }
 
+/// The runtime every table's storage reads run on, one per process with a worker per
+/// core. The kernel's default engine would start a thread and a runtime of its own for
+/// every table, which a host of a thousand pipelines cannot afford.
+fn reads_runtime() -> Result<Arc<TokioMultiThreadExecutor>, SourceError> {
+    static RUNTIME: Mutex<Option<Arc<TokioMultiThreadExecutor>>> = Mutex::new(None);
+    let mut runtime = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(runtime) = runtime.as_ref() {
+        return Ok(runtime.clone());
+    }
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    let started = TokioMultiThreadExecutor::new_owned_runtime(Some(cores), None)
+        .map_err(|e| SourceError::Runtime(e.to_string()))?;
+    Ok(runtime.insert(Arc::new(started)).clone())
+}
+
 /// One Delta table's change data feed.
 pub struct ChangeFeed {
     pub(crate) table: String,
     pub(crate) url: Url,
     pub(crate) engine: Arc<dyn Engine>,
     pub(crate) options: SourceOptions,
+    /// The newest snapshot seen, which the next look for new versions updates from
+    /// instead of replaying the log again.
+    latest: Mutex<Option<SnapshotRef>>,
 }
 
 impl ChangeFeed {
@@ -60,12 +79,17 @@ impl ChangeFeed {
         let url = table_url(table)?;
         let store = store_from_url_opts(&url, with_environment(&url, &options.storage_options))
             .map_err(|e| kernel_error(table, "opening its storage", e))?;
-        let engine: Arc<dyn Engine> = Arc::new(DefaultEngineBuilder::new(store).build());
+        let engine: Arc<dyn Engine> = Arc::new(
+            DefaultEngineBuilder::new(store)
+                .with_task_executor(reads_runtime()?)
+                .build(),
+        );
         let feed = ChangeFeed {
             table: table.to_string(),
             url,
             engine,
             options,
+            latest: Mutex::new(None),
         };
         let snapshot = feed.snapshot()?;
         if snapshot.table_properties().enable_change_data_feed != Some(true) {
@@ -81,9 +105,23 @@ impl ChangeFeed {
         &self.table
     }
 
-    /// The table's newest version.
+    /// The table's newest version. Looks only at the log after the newest version seen
+    /// before, so polling a table with a long history stays cheap.
     pub fn latest_version(&self) -> Result<u64, SourceError> {
-        Ok(self.snapshot()?.version())
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        let updated = latest.clone().and_then(|seen| {
+            Snapshot::builder_from(seen)
+                .build(self.engine.as_ref())
+                .ok()
+        });
+        // Without a snapshot seen, or when the table was replaced under it, read afresh.
+        let snapshot = match updated {
+            Some(snapshot) => snapshot,
+            None => self.snapshot()?,
+        };
+        let version = snapshot.version();
+        *latest = Some(snapshot);
+        Ok(version)
     }
 
     /// The first version committed at or after `timestamp_ms` (milliseconds since the

@@ -41,7 +41,7 @@ impl Handle {
     /// The whole batch as Arrow, change columns included.
     pub(crate) fn read(&self) -> Result<RecordBatch, Error> {
         match self.input {
-            Input::Arrow => crate::batch::from_ipc(&self.batch.arrow_ipc()),
+            Input::Arrow => crate::batch::from_ipc(self.batch.arrow_ipc()),
             Input::Typed => {
                 let columns = self.batch.columns(&[]).map_err(Error::Batch)?;
                 crate::batch::from_typed(

@@ -23,7 +23,12 @@ fn table() -> String {
         .into_owned()
 }
 
-fn config(extra: &str) -> PipelineConfig {
+fn config(transform: &str) -> PipelineConfig {
+    config_with("", transform, "")
+}
+
+/// A config with extra lines in `[source]`, `[transform]` and `[sink]`.
+fn config_with(source: &str, transform: &str, sink: &str) -> PipelineConfig {
     let text = format!(
         r#"
         [pipeline]
@@ -31,12 +36,14 @@ fn config(extra: &str) -> PipelineConfig {
         [source]
         table = "{}"
         batch_rows = 2
+        {source}
         [transform]
         module = "unused.wasm"
-        {extra}
+        {transform}
         [sink]
         topic = "out"
         commit_rows = 3
+        {sink}
         [sink.kafka]
         "bootstrap.servers" = "memory:1"
         "#,
@@ -173,6 +180,25 @@ async fn run_once(
     shutdown: watch::Receiver<bool>,
     swaps: Option<mpsc::Receiver<SwapRequest>>,
 ) -> Outcome {
+    run_in(
+        RunMode::StopAtLatest,
+        config,
+        module,
+        delivery,
+        shutdown,
+        swaps,
+    )
+    .await
+}
+
+async fn run_in(
+    mode: RunMode,
+    config: &PipelineConfig,
+    module: Rows,
+    delivery: &MemoryDelivery,
+    shutdown: watch::Receiver<bool>,
+    swaps: Option<mpsc::Receiver<SwapRequest>>,
+) -> Outcome {
     let metrics = Arc::new(PipelineMetrics::default());
     let controls = RunControls {
         module: Some(Arc::new(module)),
@@ -180,13 +206,14 @@ async fn run_once(
         metrics: metrics.clone(),
         quiet_progress: true,
     };
-    let connect = {
-        let delivery = delivery.clone();
-        async move { Ok::<_, SinkError>(delivery) }
+    let sink = delivery.clone();
+    let connect = move || {
+        let sink = sink.clone();
+        async move { sink.connect().await }
     };
     let result = run_with(
         config,
-        RunMode::StopAtLatest,
+        mode,
         StartFrom::StoredPosition,
         shutdown,
         controls,
@@ -267,7 +294,7 @@ async fn retriable_failures_redo_the_work_from_the_last_commit() {
             "{failure:?}"
         );
         let reconnects = usize::from(failure == Failure::TransactionTimeout);
-        assert_eq!(seen.reconnects, reconnects, "{failure:?}");
+        assert_eq!(seen.connects, 1 + reconnects, "{failure:?}");
     }
 }
 
@@ -297,6 +324,30 @@ async fn fencing_and_refused_records_stop_the_pipeline_keeping_what_was_committe
         all_rows()[committed.len()],
         "the refused record is the first after the last commit"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_from_the_config_is_kept_when_the_first_commit_fails() {
+    // Refused: the start is stored through a new connection (the old producer may be
+    // unusable), so a restart after the fix starts there.
+    let delivery = MemoryDelivery::default();
+    delivery.fail(Call::Commit(1), Failure::Refuse);
+    let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
+    assert!(outcome.result.is_err());
+    {
+        let seen = delivery.seen();
+        assert!(seen.origins().is_empty());
+        assert_eq!(seen.stored().unwrap().position, Position::at_version(0));
+        assert_eq!(seen.connects, 2);
+    }
+
+    // Fenced: another instance owns the pipeline now; this one stores nothing.
+    let delivery = MemoryDelivery::default();
+    delivery.fail(Call::Commit(1), Failure::Fence);
+    let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
+    assert!(outcome.result.is_err());
+    assert!(delivery.seen().stored().is_none());
+    assert_eq!(delivery.seen().connects, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -441,6 +492,46 @@ async fn shutdown_commits_the_batch_in_hand_and_a_restart_resumes_after_it() {
     let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
     outcome.result.unwrap();
     assert_eq!(delivery.seen().origins(), all_rows());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_pipeline_releases_its_producer_and_keeps_its_position() {
+    let config = config_with(
+        "poll_interval = \"10ms\"",
+        "",
+        "release_producer_after = \"50ms\"",
+    );
+    let delivery = MemoryDelivery::default();
+    let (stop, shutdown) = watch::channel(false);
+    let run = {
+        let delivery = delivery.clone();
+        tokio::spawn(async move {
+            run_in(
+                RunMode::Follow,
+                &config,
+                rows("a"),
+                &delivery,
+                shutdown,
+                None,
+            )
+            .await
+        })
+    };
+    let waited = std::time::Instant::now();
+    while delivery.seen().released == 0 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the producer is released"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.send(true).unwrap();
+    let outcome = run.await.unwrap();
+    let summary = outcome.result.unwrap();
+    let seen = delivery.seen();
+    assert_eq!(seen.origins(), all_rows());
+    assert_eq!(seen.stored().unwrap().position, summary.position);
+    assert_eq!(seen.connects, 1, "an idle table needs no new connection");
 }
 
 #[test]
