@@ -184,6 +184,19 @@ change_headers = {'true' if follow else 'false'}
         digest = last_json(subprocess.run([self.bin / "e2e", "digest", topic, self.args.bootstrap], check=True, capture_output=True, text=True).stdout)
         return {"seconds": seconds, "cpu": cpu, "rss": rss, "count": digest["count"], "sha256": digest["sha256"], "stages": stages(err)}
 
+    def large_commit(self, rows):
+        """sluice-eos streaming one commit of `rows` deals: seconds and peak memory."""
+        table = self.work / "large"
+        subprocess.run([sys.executable, ROOT / "scripts/deals_table.py", table, "bulk", "--rows", str(rows)], check=True, capture_output=True)
+        original, self.table = self.table, table
+        topic = self.topic("large", 0)
+        self.create_topic(topic)
+        config = self.sluice_config(topic, "exactly-once")
+        self.table = original
+        _, wall, cpu, rss, _ = run_measured([self.bin / "sluice", "run", "--config", config, "--stop-at-latest"])
+        count = last_json(subprocess.run([self.bin / "e2e", "digest", topic, self.args.bootstrap], check=True, capture_output=True, text=True).stdout)["count"]
+        return {"rows": rows, "records": count, "seconds": wall, "cpu": cpu, "rss": rss}
+
     def latency(self):
         """Sluice in follow mode: milliseconds from a Delta commit to a read_committed
         consumer seeing its record, over `--commits` small commits."""
@@ -234,7 +247,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000, help="deals appended in version 0 (default 1000000)")
     parser.add_argument("--runs", type=int, default=3, help="runs per contestant; figures are medians (default 3)")
-    parser.add_argument("--commits", type=int, default=30, help="commits timed in follow mode (default 30)")
+    parser.add_argument("--commits", type=int, default=300, help="commits timed in follow mode (default 300)")
+    parser.add_argument("--large-commit", type=int, default=0, help="also stream one commit of this many deals with sluice-eos, for its peak memory (default 0: skip)")
     parser.add_argument("--contestants", default=",".join(CONTESTANTS), help="comma-separated subset")
     parser.add_argument("--bootstrap", default="127.0.0.1:19092")
     parser.add_argument("--profile", default="release", help="cargo profile of the binaries (release or debug)")
@@ -265,7 +279,8 @@ def main():
         if len({d for ds in digests.values() for d in ds}) != 1:
             sys.exit("CONTESTANTS DELIVERED DIFFERENT RECORDS:\n" + json.dumps({n: sorted(d) for n, d in digests.items()}, indent=1))
         latency = bench.latency() if any(c.startswith("sluice") for c in contestants) else None
-        report = render(args, results, latency)
+        large = bench.large_commit(args.large_commit) if args.large_commit else None
+        report = render(args, results, latency, large)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "README.md").write_text(report)
@@ -273,7 +288,7 @@ def main():
         print(report)
 
 
-def render(args, results, latency):
+def render(args, results, latency, large):
     records = next(iter(results.values()))[0]["count"]
     rows = []
 
@@ -287,7 +302,7 @@ def render(args, results, latency):
         "",
         f"The deals table of the motivating case: {args.rows:,} deals appended in version 0, then an update (5% of deals), a delete (2%) and a merge (3% changed, 1% new). Every contestant delivers the same {records:,} records (keys and values checked by count and SHA-256) to one local Kafka broker. Figures are the median of {args.runs} runs, with min and max.",
         "",
-        f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs} --commits {args.commits}`.",
+        f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs} --commits {args.commits}" + (f" --large-commit {args.large_commit}" if args.large_commit else "") + "`.",
         "",
         "| contestant | records/s | seconds (min-max) | CPU s | peak RSS MiB | vs native | vs raw | vs Spark |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
@@ -324,6 +339,11 @@ def render(args, results, latency):
         lines += [
             "",
             f"Sluice in follow mode (exactly-once, `poll_interval = \"50ms\"`): from a Delta commit to a read_committed consumer seeing its record, over {latency['n']} one-row commits: **p50 {latency['p50']:.0f} ms, p99 {latency['p99']:.0f} ms**.",
+        ]
+    if large:
+        lines += [
+            "",
+            f"One commit of {large['rows']:,} deals (`--large-commit {large['rows']}`), `sluice-eos` with the default batch and commit sizes: {large['records']:,} records in {large['seconds']:.1f} s ({large['records'] / large['seconds']:,.0f} records/s), **peak RSS {large['rss']:.0f} MiB** for the whole process (the reader and transformer queues hold at most 64 MiB each).",
         ]
     return "\n".join(lines) + "\n"
 
