@@ -8,7 +8,9 @@ Contestants:
   sluice-python  sluice run, exactly-once, gold-deals in Python (componentize-py)
   sluice-js      sluice run, exactly-once, gold-deals in JavaScript (componentize-js)
   sluice-c       sluice run, exactly-once, gold-deals in C (clang, wasi-libc)
-  native         Sluice's source and sink with gold-deals compiled into the host
+  sluice-eos-x2  sluice-eos with two instances of the module (`[transform] instances = 2`)
+  native         Sluice's pipeline with gold-deals compiled into the host
+  native-x2      native with two instances
   raw            gold-deals' records precomputed, then produced by rdkafka alone
   spark          Spark Structured Streaming: readChangeFeed, the same shaping,
                  Spark's Kafka sink, local[2], availableNow
@@ -30,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "native", "raw", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "native", "native-x2", "raw", "spark"]
 # The gold-deals module each Sluice contestant runs (the Rust one when not named).
 MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm"}
 
@@ -131,7 +133,7 @@ class Bench:
     def topic(self, contestant, attempt):
         return f"bench-{contestant}-{self.run_id}-{attempt}"
 
-    def sluice_config(self, topic, delivery, follow=False, module=None):
+    def sluice_config(self, topic, delivery, follow=False, module=None, instances=1):
         config = self.work / f"{topic}.toml"
         config.write_text(
             f"""[pipeline]
@@ -141,6 +143,7 @@ table = "{self.table}"
 poll_interval = "{'50ms' if follow else '1s'}"
 [transform]
 module = "{module or self.module}"
+instances = {instances}
 [sink]
 topic = "{topic}"
 delivery = "{delivery}"
@@ -163,11 +166,12 @@ change_headers = {'true' if follow else 'false'}
         if name.startswith("sluice-"):
             delivery = "at-least-once" if name == "sluice-alo" else "exactly-once"
             module = self.module.with_name(MODULES[name]) if name in MODULES else None
-            config = self.sluice_config(topic, delivery, module=module)
+            config = self.sluice_config(topic, delivery, module=module, instances=2 if name.endswith("-x2") else 1)
             _, wall, cpu, rss, err = run_measured([self.bin / "sluice", "run", "--config", config, "--stop-at-latest"])
             seconds = wall
-        elif name == "native":
-            out, wall, cpu, rss, err = run_measured([self.bin / "e2e", "native", self.table, topic, self.args.bootstrap])
+        elif name.startswith("native"):
+            instances = "2" if name.endswith("-x2") else "1"
+            out, wall, cpu, rss, err = run_measured([self.bin / "e2e", "native", self.table, topic, self.args.bootstrap, instances])
             seconds = wall
         elif name == "raw":
             out, wall, cpu, rss, err = run_measured([self.bin / "e2e", "raw", self.table, topic, self.args.bootstrap])
@@ -317,6 +321,7 @@ def render(args, results, latency, large):
         "",
         "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included.",
         "- `sluice-python`, `sluice-js`, `sluice-c`: the same with gold-deals in Python (componentize-py), JavaScript (componentize-js) and C (clang with wasi-libc), each on the host's helpers through its SDK.",
+        "- `sluice-eos-x2`, `native-x2`: the same with two instances of the module transforming batches at the same time (`[transform] instances = 2`; gold-deals keeps no state across batches).",
         "- `native`: Sluice's pipeline (the same source, loop and sink as `sluice run`, exactly-once) with the same gold-deals code compiled into the host instead of run as a module (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
         "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
         "- `spark`: pyspark with delta-spark and spark-sql-kafka, `readChangeFeed` from version 0, the same shaping, Spark's Kafka sink (at-least-once), `local[2]`, `availableNow`; wall time of the job, JVM start-up included.",

@@ -1,6 +1,6 @@
 //! The Rust contestants and tools of the end-to-end benchmark (`bench/e2e.sh`):
 //!
-//! - `native TABLE TOPIC BOOTSTRAP`: Sluice's pipeline (the same source, loop and sink as
+//! - `native TABLE TOPIC BOOTSTRAP [INSTANCES]`: Sluice's pipeline (the same source, loop and sink as
 //!   `sluice run`, exactly-once with its default commits) with the gold-deals code
 //!   compiled into the host instead of run as a Wasm module: the Wasm overhead's baseline;
 //! - `raw TABLE TOPIC BOOTSTRAP`: gold-deals' records computed first, then produced with
@@ -54,7 +54,8 @@ async fn main() -> anyhow::Result<()> {
                 .with_writer(std::io::stderr)
                 .with_ansi(false)
                 .init();
-            native(arg(1)?, arg(2)?, arg(3)?).await
+            let instances = args.get(4).map_or(Ok(1), |n| n.parse())?;
+            native(arg(1)?, arg(2)?, arg(3)?, instances).await
         }
         "raw" => raw(arg(1)?, arg(2)?, arg(3)?),
         "digest" => digest(arg(1)?, arg(2)?),
@@ -86,7 +87,7 @@ fn gold_records(
     Ok(rows)
 }
 
-async fn native(table: &str, topic: &str, bootstrap: &str) -> anyhow::Result<()> {
+async fn native(table: &str, topic: &str, bootstrap: &str, instances: usize) -> anyhow::Result<()> {
     let started = Instant::now();
     let name = format!("bench-native-{topic}");
     let config = PipelineConfig::parse(
@@ -98,6 +99,7 @@ async fn native(table: &str, topic: &str, bootstrap: &str) -> anyhow::Result<()>
             table = "{table}"
             [transform]
             module = "gold-deals compiled into the host"
+            instances = {instances}
             [sink]
             topic = "{topic}"
             [sink.kafka]

@@ -108,6 +108,12 @@ pub struct TransformSection {
     /// The topic dead letters go to; required with `on_error = "dead-letter"`.
     #[serde(default)]
     pub dead_letter_topic: Option<String>,
+    /// Instances of the module transforming batches at the same time, their records
+    /// kept in table order (default 1, at most 64). Only for modules that keep no state
+    /// from one batch to the next: each instance sees only some of the batches. Each
+    /// instance may use `memory_limit_mib`.
+    #[serde(default = "default_instances")]
+    pub instances: usize,
 }
 
 /// What a pipeline does with rows its module fails on.
@@ -251,6 +257,9 @@ impl TryFrom<StartingVersionText> for StartingVersion {
 fn default_transaction_timeout() -> Duration {
     Duration::from_secs(60)
 }
+fn default_instances() -> usize {
+    1
+}
 fn default_release_producer_after() -> Duration {
     Duration::from_secs(30)
 }
@@ -334,6 +343,16 @@ impl PipelineConfig {
     /// `[transform] memory_limit_mib` when the config names none.
     pub const DEFAULT_MEMORY_LIMIT_MIB: usize = 256;
 
+    /// Most `[transform] instances`.
+    pub const MAX_INSTANCES: usize = 64;
+
+    /// Guest memory the pipeline's instances may use together, in MiB.
+    pub fn guest_memory_mib(&self) -> usize {
+        self.transform
+            .memory_limit_mib
+            .saturating_mul(self.transform.instances)
+    }
+
     /// `[transform] batch_timeout` when the config names none.
     pub const DEFAULT_BATCH_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -362,6 +381,13 @@ impl PipelineConfig {
         }
         if config.source.batch_rows == 0 {
             return Err("[source] batch_rows must be at least 1".to_string());
+        }
+        if !(1..=PipelineConfig::MAX_INSTANCES).contains(&config.transform.instances) {
+            return Err(format!(
+                "[transform] instances must be 1 to {}, not {}",
+                PipelineConfig::MAX_INSTANCES,
+                config.transform.instances
+            ));
         }
         let start = &config.source;
         if start.starting_timestamp.is_some()

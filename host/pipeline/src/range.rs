@@ -1,8 +1,12 @@
 //! Reading and transforming a range of the change feed ahead of delivery: a reader and
 //! a transformer, each its own task, joined to the loop by queues bounded in bytes. The
-//! loop sends and commits one batch while the next ones are read and transformed.
+//! loop sends and commits one batch while the next ones are read and transformed. With
+//! several stages (`[transform] instances`), batches are transformed at the same time
+//! and handed on in table order.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sluice_sink::SinkRecord;
 use sluice_source::{ChangeBatch, ChangeFeed, Position, SourceError};
@@ -49,25 +53,30 @@ type Batches = Box<dyn Iterator<Item = Result<ChangeBatch, SourceError>> + Send>
 /// A range being read and transformed.
 pub(crate) struct RangeJob {
     prepared: Option<ByteReceiver<Prepared>>,
-    transformer: Option<JoinHandle<TransformStage>>,
+    transformer: Option<JoinHandle<Vec<TransformStage>>>,
 }
 
 impl RangeJob {
     /// Starts reading `feed` from `from` (through `latest`, or to the snapshot's end) and
-    /// transforming with `stage`, which [`RangeJob::stop`] gives back.
+    /// transforming with `stages`, which [`RangeJob::stop`] gives back.
     pub(crate) fn start(
         feed: Arc<ChangeFeed>,
         from: Position,
         latest: u64,
-        stage: TransformStage,
+        stages: Vec<TransformStage>,
         builder: Arc<RecordBuilder>,
         metrics: Arc<PipelineMetrics>,
     ) -> RangeJob {
         let (batches_in, batches_out) = byte_queue(READ_AHEAD_BYTES);
         let (prepared_in, prepared_out) = byte_queue(TRANSFORM_AHEAD_BYTES);
         tokio::spawn(read(feed, from, latest, batches_in, metrics.clone()));
-        let transformer =
-            tokio::spawn(transform(stage, builder, batches_out, prepared_in, metrics));
+        let transformer = tokio::spawn(transform(
+            stages,
+            builder,
+            batches_out,
+            prepared_in,
+            metrics,
+        ));
         RangeJob {
             prepared: Some(prepared_out),
             transformer: Some(transformer),
@@ -80,8 +89,8 @@ impl RangeJob {
     }
 
     /// Stops reading and transforming (work not yet taken is dropped) and gives the
-    /// stage back; `None` if it was given back before.
-    pub(crate) async fn stop(&mut self) -> Option<TransformStage> {
+    /// stages back; `None` if they were given back before.
+    pub(crate) async fn stop(&mut self) -> Option<Vec<TransformStage>> {
         self.prepared = None;
         let transformer = self.transformer.take()?;
         match transformer.await {
@@ -135,42 +144,75 @@ async fn read(
     }
 }
 
-/// Transforms batches from `batches` into records for `out`, one batch per blocking
-/// step, until the range ends, fails, or the loop stops taking them.
+/// A batch being transformed on one stage: the stage comes back with the batch's
+/// records, the bytes they hold and the time it took.
+type Transforming = JoinHandle<(Option<TransformStage>, Prepared, usize, Duration)>;
+
+/// Transforms batches from `batches` into records for `out`, each batch one blocking
+/// step on a free stage, until the range ends, fails, or the loop stops taking them.
+/// Results go out in the order the batches came in.
 async fn transform(
-    mut stage: TransformStage,
+    mut free: Vec<TransformStage>,
     builder: Arc<RecordBuilder>,
     mut batches: ByteReceiver<Result<ChangeBatch, SourceError>>,
     out: ByteSender<Prepared>,
     metrics: Arc<PipelineMetrics>,
-) -> TransformStage {
+) -> Vec<TransformStage> {
+    let mut running: VecDeque<Transforming> = VecDeque::new();
+    let mut reading = true;
     loop {
-        let batch = tokio::select! {
-            batch = batches.recv() => batch,
-            () = out.closed() => None,
-        };
-        let batch = match batch {
-            None => return stage,
-            Some(Ok(batch)) => batch,
-            Some(Err(error)) => {
-                let _ = out.send(Prepared::Failed(error.into()), 0).await;
-                return stage;
+        if running.is_empty() && !reading {
+            return free;
+        }
+        tokio::select! {
+            // Oldest first: records leave in table order.
+            biased;
+            done = async { running.front_mut().expect("a batch is running").await },
+                if !running.is_empty() =>
+            {
+                running.pop_front();
+                let (stage, prepared, bytes, took) = match done {
+                    Ok(done) => done,
+                    Err(error) => std::panic::resume_unwind(error.into_panic()),
+                };
+                free.extend(stage);
+                metrics.record_stage(Stage::Transform, took);
+                let failed = matches!(prepared, Prepared::Failed(_));
+                if out.send(prepared, bytes).await.is_err() || failed {
+                    break;
+                }
             }
-        };
-        let builder = builder.clone();
-        let (back, prepared, bytes, took) = blocking_step(move || {
-            let started = std::time::Instant::now();
-            let (prepared, bytes) = prepare(&mut stage, &builder, &batch);
-            (stage, prepared, bytes, started.elapsed())
-        })
-        .await;
-        stage = back;
-        metrics.record_stage(Stage::Transform, took);
-        let failed = matches!(prepared, Prepared::Failed(_));
-        if out.send(prepared, bytes).await.is_err() || failed {
-            return stage;
+            batch = batches.recv(), if reading && !free.is_empty() => match batch {
+                None => reading = false,
+                Some(Ok(batch)) => {
+                    let mut stage = free.pop().expect("a stage is free");
+                    let builder = builder.clone();
+                    running.push_back(tokio::spawn(blocking_step(move || {
+                        let started = Instant::now();
+                        let (prepared, bytes) = prepare(&mut stage, &builder, &batch);
+                        (Some(stage), prepared, bytes, started.elapsed())
+                    })));
+                }
+                Some(Err(error)) => {
+                    // After the batches before it, like any result.
+                    let failed = Prepared::Failed(error.into());
+                    running.push_back(tokio::spawn(async move {
+                        (None, failed, 0, Duration::ZERO)
+                    }));
+                    reading = false;
+                }
+            },
+            () = out.closed() => break,
         }
     }
+    // Stopped early: the stages still running come back before the job ends.
+    for transforming in running {
+        match transforming.await {
+            Ok((stage, ..)) => free.extend(stage),
+            Err(error) => std::panic::resume_unwind(error.into_panic()),
+        }
+    }
+    free
 }
 
 /// One batch through the stage and into records, with the bytes they hold.

@@ -153,7 +153,7 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
     let name = config.pipeline.name.as_str();
     let Started {
         feed,
-        stage,
+        stages,
         delivery,
         start,
         resolved,
@@ -169,10 +169,10 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
     controls.metrics.record_commit(0, 0, 0, start);
     let mut pipeline = Pipeline {
         name,
-        digest: stage.digest().to_string(),
+        digest: stages[0].digest().to_string(),
         builder: Arc::new(RecordBuilder::new(config, feed.table())),
         feed,
-        stage: Some(stage),
+        stages: Some(stages),
         delivery: Some(delivery),
         connect,
         commits: CommitPolicy {
@@ -244,7 +244,7 @@ struct Pipeline<'a, D, C> {
     name: &'a str,
     feed: Arc<ChangeFeed>,
     /// The transform stage, when no range job holds it.
-    stage: Option<TransformStage>,
+    stages: Option<Vec<TransformStage>>,
     /// Digest of the module whose records are being delivered.
     digest: String,
     builder: Arc<RecordBuilder>,
@@ -383,8 +383,8 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
         self.progress.range(from, latest);
         let mut job = self.start_job(latest);
         let result = self.deliver_range(&mut job, latest, end, shutdown).await;
-        if let Some(stage) = job.stop().await {
-            self.stage = Some(stage);
+        if let Some(stages) = job.stop().await {
+            self.stages = Some(stages);
         }
         if result.is_err() {
             self.uncommitted = None;
@@ -396,15 +396,15 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
     }
 
     fn start_job(&mut self, latest: u64) -> RangeJob {
-        let stage = self
-            .stage
+        let stages = self
+            .stages
             .take()
-            .expect("the stage is back from the last range job");
+            .expect("the stages are back from the last range job");
         RangeJob::start(
             self.feed.clone(),
             self.summary.position,
             latest,
-            stage,
+            stages,
             self.builder.clone(),
             self.metrics.clone(),
         )
@@ -423,8 +423,8 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
             if let Some(request) = pending_swap(&mut self.swaps) {
                 // The work read and transformed ahead was the old module's: drop it, and
                 // redo it with the new module from the boundary.
-                if let Some(stage) = job.stop().await {
-                    self.stage = Some(stage);
+                if let Some(stages) = job.stop().await {
+                    self.stages = Some(stages);
                 }
                 self.swap(request).await?;
                 *job = self.start_job(latest);
@@ -547,12 +547,17 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
             )));
             return Err(e);
         }
-        let stage = self
-            .stage
+        let stages = self
+            .stages
             .as_mut()
-            .expect("no range job holds the stage during a swap");
+            .expect("no range job holds the stages during a swap");
         let from_digest = std::mem::replace(&mut self.digest, request.module.digest().to_string());
-        stage.swap(request.module, request.instance);
+        // The first stage starts with the instance made for the swap; the others make
+        // theirs when their next batch comes, outside the pause.
+        let mut instance = Some(request.instance);
+        for stage in stages.iter_mut() {
+            stage.swap(request.module.clone(), instance.take());
+        }
         let pause = started.elapsed();
         self.metrics.record_swap(pause);
         let report = SwapReport {

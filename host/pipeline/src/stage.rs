@@ -100,10 +100,11 @@ impl TransformStage {
     }
 
     /// Runs `module` from the next batch on, starting with `instance` (one of its own,
-    /// already initialised with this pipeline's parameters).
-    pub(crate) fn swap(&mut self, module: Arc<dyn Module>, instance: Box<dyn Instance>) {
+    /// already initialised with this pipeline's parameters) or, without one, with a
+    /// fresh instance made when the next batch comes.
+    pub(crate) fn swap(&mut self, module: Arc<dyn Module>, instance: Option<Box<dyn Instance>>) {
         self.module = module;
-        self.instance = Some(instance);
+        self.instance = instance;
     }
 
     /// SHA-256 of the module, recorded with every committed position.

@@ -19,7 +19,8 @@ use crate::work::blocking_step;
 /// What a run starts with.
 pub(crate) struct Started<D> {
     pub feed: Arc<ChangeFeed>,
-    pub stage: TransformStage,
+    /// One stage per `[transform] instances`.
+    pub stages: Vec<TransformStage>,
     pub delivery: D,
     pub start: Position,
     /// Whether `start` came from the config and is not stored yet.
@@ -47,19 +48,21 @@ pub(crate) async fn start<D: Delivery>(
             .map_err(PipelineError::from)
     };
     let stage_config = config.clone();
-    let stage = async {
+    let stages = async {
         blocking_step(move || {
             let module: Arc<dyn Module> = match module {
                 Some(module) => module,
                 None => Arc::new(load_module(&stage_config)?),
             };
-            TransformStage::start(&stage_config, module, metrics)
+            (0..stage_config.transform.instances)
+                .map(|_| TransformStage::start(&stage_config, module.clone(), metrics.clone()))
+                .collect::<Result<Vec<_>, _>>()
         })
         .await
         .map_err(PipelineError::from)
     };
     let connect = async { connect.await.map_err(PipelineError::from) };
-    let (feed, stage, delivery) = tokio::try_join!(feed, stage, connect)?;
+    let (feed, stages, delivery) = tokio::try_join!(feed, stages, connect)?;
     let stored = match start_from {
         StartFrom::StoredPosition => stored_position(config, &feed, &delivery).await?,
         StartFrom::Configured => None,
@@ -70,7 +73,7 @@ pub(crate) async fn start<D: Delivery>(
     };
     Ok(Started {
         feed,
-        stage,
+        stages,
         delivery,
         start,
         resolved,

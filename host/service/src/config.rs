@@ -100,6 +100,10 @@ pub struct TenantConfig {
     /// Most log messages per second one module instance may write (default 100).
     #[serde(default = "default_tenant_log_rate")]
     pub max_log_messages_per_second: u32,
+    /// Most `[transform] instances` one pipeline may run at the same time (default 1):
+    /// each is a module instance with its own memory and a share of the host's cores.
+    #[serde(default = "default_tenant_instances")]
+    pub max_instances: usize,
     /// librdkafka properties added to every pipeline of the tenant, over the
     /// pipeline's own: its bootstrap servers and credentials. Values may be
     /// `${env:NAME}` or `${file:PATH}`. Never shown to the tenant, guests or logs.
@@ -140,6 +144,9 @@ fn default_tenant_module_mib() -> usize {
 }
 fn default_tenant_output_mib() -> usize {
     256
+}
+fn default_tenant_instances() -> usize {
+    1
 }
 fn default_tenant_batch_rows() -> usize {
     100_000

@@ -253,7 +253,7 @@ impl Service {
                     &definition.config,
                     &definition.module,
                 )
-                .map_or(0, |c| c.transform.memory_limit_mib);
+                .map_or(0, |c| c.guest_memory_mib());
             let entry = Arc::new(Entry {
                 definition: Mutex::new(definition.clone()),
                 metrics: Arc::default(),
@@ -511,6 +511,11 @@ impl Service {
                 config.transform.log_messages_per_second as usize,
                 limits.max_log_messages_per_second as usize,
             ),
+            (
+                "[transform] instances",
+                config.transform.instances,
+                limits.max_instances,
+            ),
         ] {
             if asked > max {
                 return Err(ServiceError::LimitExceeded(format!(
@@ -694,7 +699,7 @@ impl Service {
                 )));
             }
             let memory: usize = pipelines.values().map(|e| e.memory_mib).sum();
-            let asked = config.transform.memory_limit_mib;
+            let asked = config.guest_memory_mib();
             if memory + asked > host.max_memory_mib {
                 return Err(ServiceError::LimitExceeded(format!(
                     "this host's pipelines may already use {memory} MiB of guest memory; {asked} MiB more would pass its limit of {} MiB",

@@ -272,6 +272,32 @@ async fn every_row_is_delivered_once_in_order_and_commits_follow_the_row_count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_instances_keep_table_order_and_one_module_per_transaction() {
+    let delivery = MemoryDelivery::default();
+    let outcome = run_to_latest(&config("instances = 3"), rows("a"), &delivery).await;
+    outcome.result.unwrap();
+    assert_eq!(delivery.seen().origins(), all_rows());
+    assert_positions_follow_records(&delivery.seen());
+
+    // A failure under the `fail` policy still stops after exactly the batches before it.
+    let failing = Rows {
+        digest: "a",
+        script: Script {
+            fail_on: Some(3),
+            ..Script::default()
+        },
+    };
+    let delivery = MemoryDelivery::default();
+    let outcome = run_to_latest(&config("instances = 3"), failing, &delivery).await;
+    assert!(matches!(
+        outcome.result,
+        Err(PipelineError::Transform { .. })
+    ));
+    let committed = delivery.seen().origins();
+    assert_eq!(committed, all_rows()[..committed.len()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retriable_failures_redo_the_work_from_the_last_commit() {
     for (call, failure, retries) in [
         (Call::Commit(2), Failure::Abort, 1),
@@ -421,6 +447,12 @@ async fn the_error_policy_routes_failed_rows() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swap_happens_at_a_batch_boundary_and_positions_name_the_module() {
+    for instances in [1, 2] {
+        swap_once(instances).await;
+    }
+}
+
+async fn swap_once(instances: usize) {
     let (swaps_in, swaps) = mpsc::channel(1);
     let (reply_in, reply) = oneshot::channel();
     let new_module = rows("b");
@@ -438,7 +470,8 @@ async fn a_swap_happens_at_a_batch_boundary_and_positions_name_the_module() {
     };
     let delivery = MemoryDelivery::default();
     let (_stop, shutdown) = watch::channel(false);
-    let outcome = run_once(&config(""), old_module, &delivery, shutdown, Some(swaps)).await;
+    let config = config(&format!("instances = {instances}"));
+    let outcome = run_once(&config, old_module, &delivery, shutdown, Some(swaps)).await;
     outcome.result.unwrap();
     let report = reply.await.unwrap().unwrap();
     assert_eq!(
