@@ -262,7 +262,9 @@ impl KafkaSink {
             Delivery::ExactlyOnce => {
                 self.begin()?;
                 self.enqueue(position_record).await?;
-                // Committing flushes, without waiting out `linger.ms`.
+                if let Err(error) = self.flush().await {
+                    return Err(self.failed_delivery().await.unwrap_or(error));
+                }
                 if let Err(error) = self.commit_transaction().await {
                     return Err(self.failed_delivery().await.unwrap_or(error));
                 }
@@ -316,17 +318,19 @@ impl KafkaSink {
     }
 
     /// Sends what librdkafka holds now, without waiting out `linger.ms`, and waits for
-    /// every acknowledgement (at-least-once).
+    /// every acknowledgement.
     async fn flush(&mut self) -> Result<(), SinkError> {
         let producer = self.producer.clone();
         let timeout = self.config.transaction_timeout;
-        let flushed = tokio::task::spawn_blocking(move || producer.flush(timeout))
+        let flushed = tokio::task::spawn_blocking(move || flush_now(&producer, timeout))
             .await
             .expect("flush does not panic");
         if let Some(error) = self.failed_delivery().await {
             return Err(error);
         }
-        flushed.map_err(|error| self.delivery_error(None, None, 0, error))
+        flushed.map_err(|code| {
+            self.delivery_error(None, None, 0, KafkaError::Flush(code))
+        })
     }
 
     /// The error of the first record Kafka refused since the last commit, once every
@@ -534,6 +538,27 @@ impl KafkaSink {
                 error: Box::new(error),
             },
         }
+    }
+}
+
+/// librdkafka's flush: sends what the producer holds at once, without waiting out
+/// `linger.ms`, and waits up to `timeout` until every record is acknowledged or failed.
+/// rdkafka's own `flush` (which its `commit_transaction` calls first) checks in steps of
+/// up to 100 ms of polling, and the producer's poll thread takes the events it polls
+/// for: every commit would wait 100 ms.
+fn flush_now(
+    producer: &ThreadedProducer<DeliveryTracker>,
+    timeout: Duration,
+) -> Result<(), RDKafkaErrorCode> {
+    let millis = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: the handle belongs to `producer`, which outlives the call, and
+    // `rd_kafka_flush` may be called from any thread.
+    let code = RDKafkaErrorCode::from(unsafe {
+        rdkafka::bindings::rd_kafka_flush(producer.client().native_ptr(), millis)
+    });
+    match code {
+        RDKafkaErrorCode::NoError => Ok(()),
+        code => Err(code),
     }
 }
 
