@@ -328,9 +328,7 @@ impl KafkaSink {
         if let Some(error) = self.failed_delivery().await {
             return Err(error);
         }
-        flushed.map_err(|code| {
-            self.delivery_error(None, None, 0, KafkaError::Flush(code))
-        })
+        flushed.map_err(|code| self.delivery_error(None, None, 0, KafkaError::Flush(code)))
     }
 
     /// The error of the first record Kafka refused since the last commit, once every

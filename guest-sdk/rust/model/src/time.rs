@@ -24,7 +24,33 @@ pub fn format_timestamp_ntz_micros(micros: i64) -> String {
         ms_of_day / 1000 % 60,
         ms_of_day % 1000,
     );
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}")
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}");
+    }
+    // Digit by digit, without the formatting machinery: guests format a timestamp per
+    // row.
+    let mut text = String::with_capacity(23);
+    push_padded(&mut text, y as u32, 4);
+    text.push('-');
+    push_padded(&mut text, mo, 2);
+    text.push('-');
+    push_padded(&mut text, d, 2);
+    text.push('T');
+    push_padded(&mut text, h as u32, 2);
+    text.push(':');
+    push_padded(&mut text, mi as u32, 2);
+    text.push(':');
+    push_padded(&mut text, s as u32, 2);
+    text.push('.');
+    push_padded(&mut text, ms as u32, 3);
+    text
+}
+
+/// Writes the last `width` decimal digits of `value`, zero-padded.
+fn push_padded(text: &mut String, value: u32, width: u32) {
+    for place in (0..width).rev() {
+        text.push(char::from(b'0' + (value / 10u32.pow(place) % 10) as u8));
+    }
 }
 
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
@@ -51,5 +77,19 @@ mod tests {
         assert_eq!(format_date(19_782), "2024-02-29");
         assert_eq!(format_date(-1), "1969-12-31");
         assert_eq!(format_timestamp_micros(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn timestamps_beyond_four_digit_years_keep_the_general_format() {
+        let days_to_year_10000 = 2_932_897_i64;
+        let micros = days_to_year_10000 * 86_400_000_000;
+        assert_eq!(
+            format_timestamp_ntz_micros(micros),
+            "10000-01-01T00:00:00.000"
+        );
+        assert_eq!(
+            format_timestamp_ntz_micros(59_000),
+            "1970-01-01T00:00:00.059"
+        );
     }
 }
