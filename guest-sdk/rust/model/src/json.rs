@@ -112,11 +112,18 @@ pub(crate) fn write_float(buf: &mut String, f: f64) {
 pub fn write_json_string(buf: &mut String, s: &str) {
     buf.reserve(s.len() + 2);
     buf.push('"');
-    // Runs without a character to escape are copied whole: a Wasm guest spends most of
-    // its time here when it copies character by character.
-    let mut run = 0;
-    for (at, &byte) in s.as_bytes().iter().enumerate() {
-        let escaped = match byte {
+    // Runs without a character to escape are found eight bytes at a time and copied
+    // whole: a Wasm guest spends most of its time here when it goes byte by byte.
+    let bytes = s.as_bytes();
+    let (mut at, mut run) = (0, 0);
+    while at < bytes.len() {
+        if let Some(word) = bytes.get(at..at + 8)
+            && !needs_escape(u64::from_le_bytes(word.try_into().expect("eight bytes")))
+        {
+            at += 8;
+            continue;
+        }
+        let escaped = match bytes[at] {
             b'"' => "\\\"",
             b'\\' => "\\\\",
             b'\n' => "\\n",
@@ -125,19 +132,36 @@ pub fn write_json_string(buf: &mut String, s: &str) {
             0x08 => "\\b",
             0x0c => "\\f",
             0x00..=0x1f => "",
-            _ => continue,
+            _ => {
+                at += 1;
+                continue;
+            }
         };
         // Every escaped byte is ASCII, so `at` is a character boundary.
         buf.push_str(&s[run..at]);
         if escaped.is_empty() {
-            let _ = write!(buf, "\\u{byte:04X}");
+            let _ = write!(buf, "\\u{:04X}", bytes[at]);
         } else {
             buf.push_str(escaped);
         }
-        run = at + 1;
+        at += 1;
+        run = at;
     }
     buf.push_str(&s[run..]);
     buf.push('"');
+}
+
+/// Whether any of the eight bytes in `word` is a quote, a backslash or a control
+/// character (the bit tricks of "Bit Twiddling Hacks": a byte below `n`, for `n` up to
+/// 128, borrows into its high bit; bytes from 128 up are masked out by `!word`).
+fn needs_escape(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
+    let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    quote | backslash | control != 0
 }
 
 /// Writes `value` in decimal, without the formatting machinery (a hot path in guests).
@@ -202,6 +226,25 @@ mod tests {
         assert_eq!(read, text);
         assert!(written.starts_with("\"\\u0000\\u0001"), "{written}");
         assert!(written.contains("\\b\\t\\n\\u000B\\f\\r"), "{written}");
+    }
+
+    #[test]
+    fn an_escape_is_found_at_every_place_in_a_word() {
+        for length in 0..20 {
+            for place in 0..length {
+                for special in ['"', '\\', '\n', '\u{1f}'] {
+                    let mut text: String = "é".repeat(length);
+                    text.replace_range(
+                        text.char_indices().nth(place).map(|(i, _)| i..i + 2).unwrap(),
+                        &special.to_string(),
+                    );
+                    let mut written = String::new();
+                    write_json_string(&mut written, &text);
+                    let read: String = serde_json::from_str(&written).unwrap();
+                    assert_eq!(read, text, "{written}");
+                }
+            }
+        }
     }
 
     #[test]
