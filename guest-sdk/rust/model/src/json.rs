@@ -235,7 +235,10 @@ mod tests {
                 for special in ['"', '\\', '\n', '\u{1f}'] {
                     let mut text: String = "é".repeat(length);
                     text.replace_range(
-                        text.char_indices().nth(place).map(|(i, _)| i..i + 2).unwrap(),
+                        text.char_indices()
+                            .nth(place)
+                            .map(|(i, _)| i..i + 2)
+                            .unwrap(),
                         &special.to_string(),
                     );
                     let mut written = String::new();
