@@ -125,7 +125,7 @@ async fn read(
     };
     loop {
         let (rest, next) = blocking_step(move || {
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             let next = batches.next();
             (batches, (next, started.elapsed()))
         })
