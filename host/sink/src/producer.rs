@@ -262,9 +262,8 @@ impl KafkaSink {
             Delivery::ExactlyOnce => {
                 self.begin()?;
                 self.enqueue(position_record).await?;
-                if let Err(error) = self.flush().await {
-                    return Err(self.failed_delivery().await.unwrap_or(error));
-                }
+                // The flush names a refused record itself.
+                self.flush().await?;
                 if let Err(error) = self.commit_transaction().await {
                     return Err(self.failed_delivery().await.unwrap_or(error));
                 }

@@ -161,6 +161,17 @@ impl Instance for RowsInstance {
     }
 }
 
+/// A module that fails row 1 of its `n`-th batch.
+fn failing_on_batch(n: usize) -> Rows {
+    Rows {
+        digest: "a",
+        script: Script {
+            fail_on: Some(n),
+            ..Script::default()
+        },
+    }
+}
+
 fn rows(digest: &'static str) -> Rows {
     Rows {
         digest,
@@ -280,13 +291,7 @@ async fn several_instances_keep_table_order_and_one_module_per_transaction() {
     assert_positions_follow_records(&delivery.seen());
 
     // A failure under the `fail` policy still stops after exactly the batches before it.
-    let failing = Rows {
-        digest: "a",
-        script: Script {
-            fail_on: Some(3),
-            ..Script::default()
-        },
-    };
+    let failing = failing_on_batch(3);
     let delivery = MemoryDelivery::default();
     let outcome = run_to_latest(&config("instances = 3"), failing, &delivery).await;
     assert!(matches!(
@@ -419,13 +424,7 @@ async fn the_error_policy_routes_failed_rows() {
     }
 
     // fail: the pipeline stops naming the row; the batches before it are committed.
-    let failing = Rows {
-        digest: "a",
-        script: Script {
-            fail_on: Some(3),
-            ..Script::default()
-        },
-    };
+    let failing = failing_on_batch(3);
     let delivery = MemoryDelivery::default();
     let outcome = run_to_latest(&config(""), failing, &delivery).await;
     let error = outcome.result.unwrap_err();
