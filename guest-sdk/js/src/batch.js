@@ -4,7 +4,7 @@
 // commitTimestamps(), selectChangeTypes(types, within), selectWhere(column, op, value,
 // within), encode(spec), emitPacked(packed) and reject(row, message).
 
-import { BatchError, COMPARISONS } from './model.js';
+import { BatchError, COMPARISONS, rowIndexes } from './model.js';
 import { Packer } from './packing.js';
 
 const index = (row) => (typeof row === 'number' ? row : row.index);
@@ -110,7 +110,7 @@ export class Batch {
   /** Indexes of the rows (of `within`, or of the batch) with one of these change
    * types, in order. The host does the work. */
   selectChangeTypes(types, within = undefined) {
-    return this.host.selectChangeTypes(types, within && Uint32Array.from(within));
+    return this.host.selectChangeTypes(types, within && rowIndexes(within));
   }
 
   /** Indexes of the rows (of `within`, or of the batch) where `column op value`
@@ -119,7 +119,7 @@ export class Batch {
     if (!COMPARISONS[op]) {
       throw new TypeError(`Unknown comparison \`${op}\`; use one of ${Object.keys(COMPARISONS).join(', ')}.`);
     }
-    return this.host.selectWhere(column, op, value, within && Uint32Array.from(within));
+    return this.host.selectWhere(column, op, value, within && rowIndexes(within));
   }
 }
 
@@ -148,7 +148,7 @@ export class Output {
    * records it made. No value passes through JavaScript, so this is the fast way. */
   encode({ rows, key = undefined, value, deleteAsTombstone = false, topic = undefined, headers = {} }) {
     const spec = {
-      rows: Uint32Array.from(rows),
+      rows: rowIndexes(rows),
       key,
       value,
       deleteAsTombstone,

@@ -115,3 +115,17 @@ export const COMPARISONS = Object.freeze({
   'is null': 'is-null',
   'is not null': 'is-not-null',
 });
+
+/** Whether `value` is a typed array of kind `name` (`Uint8Array`, `Uint32Array`) from any
+ * realm. Inside a module the component's bindings make arrays in a realm of their own,
+ * where `instanceof` is false. */
+export function isTypedArray(value, name) {
+  return ArrayBuffer.isView(value) && Object.prototype.toString.call(value) === `[object ${name}]`;
+}
+
+/** Row indexes as a Uint32Array: one the host handed over is passed back as it is (the
+ * bindings copy it in one move); anything else is converted element by element. */
+export function rowIndexes(rows) {
+  return isTypedArray(rows, 'Uint32Array') ? rows : Uint32Array.from(rows);
+}
+

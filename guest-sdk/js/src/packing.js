@@ -1,12 +1,14 @@
 // Packs records into the contract's flat form: one byte buffer and a few lists, so a
 // batch's records cross into the host in one call instead of one allocation per field.
 
+import { isTypedArray } from './model.js';
+
 const encoder = new TextEncoder();
 
 /** UTF-8 for strings, the bytes themselves for byte arrays. */
 export function asBytes(value) {
   if (typeof value === 'string') return encoder.encode(value);
-  if (value instanceof Uint8Array) return value;
+  if (isTypedArray(value, 'Uint8Array')) return value;
   throw new TypeError(`A key, value or header must be a string or a Uint8Array, not ${typeof value}.`);
 }
 

@@ -2,8 +2,9 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { runInNewContext } from 'node:vm';
 
-import { ChangeType, Params, constant, json } from '../src/model.js';
+import { ChangeType, Params, constant, json, rowIndexes } from '../src/model.js';
 import { Packer } from '../src/packing.js';
 
 const text = (bytes) => new TextDecoder().decode(bytes);
@@ -59,4 +60,23 @@ test('a bad record is refused and leaves the packer as it was', () => {
   assert.equal(text(packed.data), 'kv');
   assert.deepEqual([...packed.sourceRows], [0]);
   assert.deepEqual([...packed.keyLengths], [1]);
+});
+
+// Inside a module the bindings make typed arrays in a realm of their own; node:vm's
+// contexts are such realms.
+test('byte arrays from another realm are keys and values as they are', () => {
+  const bytes = runInNewContext('new Uint8Array([104, 105])');
+  assert.equal(bytes instanceof Uint8Array, false);
+  const packer = new Packer();
+  packer.add(0, { key: bytes, value: bytes });
+  assert.equal(text(packer.packed().data), 'hihi');
+});
+
+test('row indexes from another realm pass through without a copy', () => {
+  const rows = runInNewContext('new Uint32Array([2, 5, 7])');
+  assert.equal(rowIndexes(rows), rows);
+  const converted = rowIndexes([2, 5, 7]);
+  assert.ok(converted instanceof Uint32Array);
+  assert.deepEqual([...converted], [2, 5, 7]);
+  assert.deepEqual([...rowIndexes(runInNewContext('new Int32Array([1, 2])'))], [1, 2]);
 });
