@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::time::{format_date, format_timestamp_micros, format_timestamp_ntz_micros};
+use crate::time::{push_date, push_timestamp_micros, push_timestamp_ntz_micros};
 use crate::value::{Value, format_decimal};
 
 /// Builds one JSON object field by field; null values are left out.
@@ -71,13 +71,19 @@ pub fn write_json_value(buf: &mut String, value: &Value<'_>) {
             write_base64(buf, b);
             buf.push('"');
         }
-        Value::Date(days) => write_json_string(buf, &format_date(*days)),
-        Value::Timestamp(micros) => write_json_string(buf, &format_timestamp_micros(*micros)),
-        Value::TimestampNtz(micros) => {
-            write_json_string(buf, &format_timestamp_ntz_micros(*micros))
-        }
+        // Dates and timestamps are digits and separators: nothing to escape.
+        Value::Date(days) => quoted(buf, |buf| push_date(buf, *days)),
+        Value::Timestamp(micros) => quoted(buf, |buf| push_timestamp_micros(buf, *micros)),
+        Value::TimestampNtz(micros) => quoted(buf, |buf| push_timestamp_ntz_micros(buf, *micros)),
         Value::Json(json) => buf.push_str(json),
     }
+}
+
+/// Writes what `write` writes between quotes.
+fn quoted(buf: &mut String, write: impl FnOnce(&mut String)) {
+    buf.push('"');
+    write(buf);
+    buf.push('"');
 }
 
 /// Writes a double as Java prints it (`1.0`, `1.0E10`); NaN and infinities as
@@ -115,53 +121,70 @@ pub fn write_json_string(buf: &mut String, s: &str) {
     // Runs without a character to escape are found eight bytes at a time and copied
     // whole: a Wasm guest spends most of its time here when it goes byte by byte.
     let bytes = s.as_bytes();
-    let (mut at, mut run) = (0, 0);
-    while at < bytes.len() {
-        if let Some(word) = bytes.get(at..at + 8)
-            && !needs_escape(u64::from_le_bytes(word.try_into().expect("eight bytes")))
-        {
-            at += 8;
-            continue;
-        }
-        let escaped = match bytes[at] {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0x00..=0x1f => "",
-            _ => {
-                at += 1;
-                continue;
-            }
-        };
+    let mut run = 0;
+    while let Some(at) = next_escape(bytes, run) {
         // Every escaped byte is ASCII, so `at` is a character boundary.
         buf.push_str(&s[run..at]);
-        if escaped.is_empty() {
-            let _ = write!(buf, "\\u{:04X}", bytes[at]);
-        } else {
-            buf.push_str(escaped);
+        match bytes[at] {
+            b'"' => buf.push_str("\\\""),
+            b'\\' => buf.push_str("\\\\"),
+            b'\n' => buf.push_str("\\n"),
+            b'\r' => buf.push_str("\\r"),
+            b'\t' => buf.push_str("\\t"),
+            0x08 => buf.push_str("\\b"),
+            0x0c => buf.push_str("\\f"),
+            control => {
+                let _ = write!(buf, "\\u{control:04X}");
+            }
         }
-        at += 1;
-        run = at;
+        run = at + 1;
     }
     buf.push_str(&s[run..]);
     buf.push('"');
 }
 
-/// Whether any of the eight bytes in `word` is a quote, a backslash or a control
-/// character (the bit tricks of "Bit Twiddling Hacks": a byte below `n`, for `n` up to
-/// 128, borrows into its high bit; bytes from 128 up are masked out by `!word`).
-fn needs_escape(word: u64) -> bool {
+/// The index of the first byte from `from` on that JSON escapes: a quote, a backslash
+/// or a control character.
+fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
+    let word_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight"));
+    let mut at = from;
+    while at + 8 <= bytes.len() {
+        let found = escapes(word_at(at));
+        if found != 0 {
+            return Some(at + found.trailing_zeros() as usize / 8);
+        }
+        at += 8;
+    }
+    if at == bytes.len() {
+        return None;
+    }
+    if bytes.len() >= 8 {
+        // The last eight bytes, those already looked at shifted out: shifting in zero
+        // bytes (which count as escapes) keeps a borrow from a byte looked at before
+        // out of the rest.
+        let last = bytes.len() - 8;
+        let found = escapes(word_at(last) >> ((at - last) * 8));
+        let index = found.trailing_zeros() as usize / 8;
+        return (index < bytes.len() - at).then_some(at + index);
+    }
+    bytes[at..]
+        .iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+        .map(|i| at + i)
+}
+
+/// The high bit of each byte of `word` (little-endian) that is a quote, a backslash or a
+/// control character (the bit tricks of "Bit Twiddling Hacks": a byte below `n`, for `n`
+/// up to 128, borrows into its high bit; bytes from 128 up are masked out by `!word`).
+/// A borrow can only mark bytes above a marked one, so the lowest mark is exact.
+fn escapes(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
     let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
     let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
     let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    quote | backslash | control != 0
+    quote | backslash | control
 }
 
 /// Writes `value` in decimal, without the formatting machinery (a hot path in guests).
@@ -247,6 +270,23 @@ mod tests {
                     assert_eq!(read, text, "{written}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_byte_after_an_escape_is_never_taken_for_one() {
+        // '#' is one above '"', '!' one above ' ': after a quote or a control
+        // character a carry could mark them.
+        for text in [
+            "abcdefgh\"#",
+            "abcdefghi\"#j",
+            "\"#######",
+            "ab\u{1}!cdefgh",
+            "\"#",
+        ] {
+            let mut written = String::new();
+            write_json_string(&mut written, text);
+            assert_eq!(written, serde_json::to_string(text).unwrap());
         }
     }
 

@@ -6,6 +6,12 @@ pub fn spark_substring(s: &str, pos: usize, len: usize) -> &str {
     if len == 0 {
         return "";
     }
+    // Where the characters up to the end are ASCII, characters are bytes.
+    let start = (pos.max(1) - 1).min(s.len());
+    let end = start.saturating_add(len).min(s.len());
+    if s.as_bytes()[..end].is_ascii() {
+        return &s[start..end];
+    }
     let mut bounds = s
         .char_indices()
         .map(|(i, _)| i)
@@ -27,5 +33,9 @@ mod tests {
         assert_eq!(spark_substring("ObjectId('é5a1')", 11, 24), "é5a1')");
         assert_eq!(spark_substring("abc", 0, 2), "ab");
         assert_eq!(spark_substring("abc", 2, 0), "");
+        assert_eq!(spark_substring("abcé", 2, 9), "bcé");
+        assert_eq!(spark_substring("abcé", 2, 2), "bc");
+        assert_eq!(spark_substring("ab", 3, 1), "");
+        assert_eq!(spark_substring("ab", 1, usize::MAX), "ab");
     }
 }

@@ -2,48 +2,73 @@
 
 /// Formats days since 1970-01-01 as `yyyy-MM-dd`.
 pub fn format_date(days: i32) -> String {
-    let (y, m, d) = civil_from_days(i64::from(days));
-    format!("{y:04}-{m:02}-{d:02}")
+    let mut text = String::with_capacity(10);
+    push_date(&mut text, days);
+    text
 }
 
 /// Formats microseconds since the epoch as Spark's `to_json` does in UTC:
 /// `yyyy-MM-ddTHH:mm:ss.SSSZ`.
 pub fn format_timestamp_micros(micros: i64) -> String {
-    format!("{}Z", format_timestamp_ntz_micros(micros))
+    let mut text = String::with_capacity(24);
+    push_timestamp_micros(&mut text, micros);
+    text
 }
 
 /// Formats microseconds since 1970-01-01T00:00:00 (no time zone) as
 /// `yyyy-MM-ddTHH:mm:ss.SSS`.
 pub fn format_timestamp_ntz_micros(micros: i64) -> String {
+    let mut text = String::with_capacity(23);
+    push_timestamp_ntz_micros(&mut text, micros);
+    text
+}
+
+/// Appends [`format_date`]'s text to `text`.
+pub(crate) fn push_date(text: &mut String, days: i32) {
+    let (y, m, d) = civil_from_days(i64::from(days));
+    push_year(text, y);
+    text.push('-');
+    push_padded(text, m, 2);
+    text.push('-');
+    push_padded(text, d, 2);
+}
+
+/// Appends [`format_timestamp_micros`]'s text to `text`.
+pub(crate) fn push_timestamp_micros(text: &mut String, micros: i64) {
+    push_timestamp_ntz_micros(text, micros);
+    text.push('Z');
+}
+
+/// Appends [`format_timestamp_ntz_micros`]'s text to `text`, digit by digit without the
+/// formatting machinery: guests format a timestamp per row.
+pub(crate) fn push_timestamp_ntz_micros(text: &mut String, micros: i64) {
     let millis = micros.div_euclid(1000);
     let (days, ms_of_day) = (millis.div_euclid(86_400_000), millis.rem_euclid(86_400_000));
     let (y, mo, d) = civil_from_days(days);
-    let (h, mi, s, ms) = (
-        ms_of_day / 3_600_000,
-        ms_of_day / 60_000 % 60,
-        ms_of_day / 1000 % 60,
-        ms_of_day % 1000,
-    );
-    if !(0..=9999).contains(&y) {
-        return format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}");
-    }
-    // Digit by digit, without the formatting machinery: guests format a timestamp per
-    // row.
-    let mut text = String::with_capacity(23);
-    push_padded(&mut text, y as u32, 4);
+    push_year(text, y);
     text.push('-');
-    push_padded(&mut text, mo, 2);
+    push_padded(text, mo, 2);
     text.push('-');
-    push_padded(&mut text, d, 2);
+    push_padded(text, d, 2);
     text.push('T');
-    push_padded(&mut text, h as u32, 2);
+    push_padded(text, (ms_of_day / 3_600_000) as u32, 2);
     text.push(':');
-    push_padded(&mut text, mi as u32, 2);
+    push_padded(text, (ms_of_day / 60_000 % 60) as u32, 2);
     text.push(':');
-    push_padded(&mut text, s as u32, 2);
+    push_padded(text, (ms_of_day / 1000 % 60) as u32, 2);
     text.push('.');
-    push_padded(&mut text, ms as u32, 3);
-    text
+    push_padded(text, (ms_of_day % 1000) as u32, 3);
+}
+
+/// Writes a year with at least four digits, as `{y:04}` does (a sign before negative
+/// years).
+fn push_year(text: &mut String, year: i64) {
+    if (0..=9999).contains(&year) {
+        push_padded(text, year as u32, 4);
+    } else {
+        use std::fmt::Write as _;
+        let _ = write!(text, "{year:04}");
+    }
 }
 
 /// Writes the last `width` decimal digits of `value`, zero-padded.
@@ -77,6 +102,14 @@ mod tests {
         assert_eq!(format_date(19_782), "2024-02-29");
         assert_eq!(format_date(-1), "1969-12-31");
         assert_eq!(format_timestamp_micros(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(format_timestamp_ntz_micros(0), "1970-01-01T00:00:00.000");
+    }
+
+    #[test]
+    fn years_outside_four_digits_keep_their_sign_and_digits() {
+        assert_eq!(format_date(-719_528), "0000-01-01");
+        assert_eq!(format_date(-719_529), "-001-12-31");
+        assert_eq!(format_date(2_932_897), "10000-01-01");
     }
 
     #[test]
