@@ -7,8 +7,9 @@ use std::sync::Arc;
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -20,7 +21,7 @@ use crate::error::ServiceError;
 use crate::service::{CreatePipeline, Deploy, Service};
 
 /// A service error as an HTTP response: a status and `{"error": "..."}`.
-struct ApiError(ServiceError);
+pub struct ApiError(ServiceError);
 
 impl From<ServiceError> for ApiError {
     fn from(e: ServiceError) -> ApiError {
@@ -51,11 +52,21 @@ impl IntoResponse for ApiError {
 type Reply<T> = Result<T, ApiError>;
 type Shared = State<Arc<Service>>;
 
-fn caller(service: &Service, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    Ok(service.caller(authorization)?)
+/// The caller, from the request's bearer token: every route but the health checks
+/// takes one, and a request without a valid token is refused before anything else.
+impl FromRequestParts<Arc<Service>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        service: &Arc<Service>,
+    ) -> Result<Caller, ApiError> {
+        let authorization = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        Ok(service.caller(authorization)?)
+    }
 }
 
 /// The API's routes over `service`.
@@ -146,8 +157,7 @@ async fn ready(State(service): Shared) -> Response {
     }
 }
 
-async fn metrics(State(service): Shared, headers: HeaderMap) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
+async fn metrics(State(service): Shared, caller: Caller) -> Reply<Response> {
     let statuses = service.all_statuses(&caller)?;
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -163,12 +173,11 @@ struct UploadQuery {
 
 async fn upload_module(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path(tenant): Path<String>,
     Query(query): Query<UploadQuery>,
     body: Bytes,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     let entry = service
         .upload_module(&caller, &tenant, &query.name, body.to_vec())
         .await?;
@@ -177,29 +186,26 @@ async fn upload_module(
 
 async fn list_modules(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path(tenant): Path<String>,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     Ok(Json(service.modules(&caller, &tenant)?).into_response())
 }
 
 async fn list_pipelines(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path(tenant): Path<String>,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     Ok(Json(service.pipelines(&caller, &tenant)?).into_response())
 }
 
 async fn create(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path((tenant, name)): Path<(String, String)>,
     Json(request): Json<CreatePipeline>,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     let status = service
         .create_pipeline(&caller, &tenant, &name, request)
         .await?;
@@ -208,57 +214,51 @@ async fn create(
 
 async fn status(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path((tenant, name)): Path<(String, String)>,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     Ok(Json(service.status(&caller, &tenant, &name)?).into_response())
 }
 
 async fn delete(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path((tenant, name)): Path<(String, String)>,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     service.delete(&caller, &tenant, &name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn deploy(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path((tenant, name)): Path<(String, String)>,
     Json(request): Json<Deploy>,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     Ok(Json(service.deploy(&caller, &tenant, &name, request).await?).into_response())
 }
 
 async fn rollback(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path((tenant, name)): Path<(String, String)>,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     Ok(Json(service.rollback(&caller, &tenant, &name).await?).into_response())
 }
 
 async fn pause(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path((tenant, name)): Path<(String, String)>,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     Ok(Json(service.pause(&caller, &tenant, &name).await?).into_response())
 }
 
 async fn resume(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path((tenant, name)): Path<(String, String)>,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     Ok(Json(service.resume(&caller, &tenant, &name).await?).into_response())
 }
 
@@ -270,11 +270,10 @@ struct LogsQuery {
 
 async fn logs(
     State(service): Shared,
-    headers: HeaderMap,
+    caller: Caller,
     Path((tenant, name)): Path<(String, String)>,
     Query(query): Query<LogsQuery>,
 ) -> Reply<Response> {
-    let caller = caller(&service, &headers)?;
     let (kept, live) = service.logs(&caller, &tenant, &name)?;
     let line = |l: &crate::logs::LogLine| {
         let mut json = serde_json::to_string(l).expect("a log line serialises");

@@ -1,0 +1,290 @@
+//! Deploys and rollbacks: a new module compiled and checked (optionally on a sample of
+//! the table) before anything changes, then switched at the next batch boundary.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sluice_engine::{TransformError, TransformInstance, TransformModule};
+use sluice_pipeline::{PipelineConfig, Position, SwapRequest, instance_limits};
+use sluice_source::{ChangeFeed, SourceOptions};
+use tokio::sync::{mpsc, oneshot};
+
+use super::registry::Entry;
+use super::views::position_of;
+use super::{Service, not_found};
+use crate::auth::Caller;
+use crate::error::ServiceError;
+use crate::store::PipelineState;
+
+/// Longest a deploy waits for the pipeline to reach a batch boundary.
+const SWAP_WAIT: Duration = Duration::from_secs(120);
+
+/// A request to swap a pipeline's module.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deploy {
+    /// Digest of an uploaded module of the tenant.
+    pub module: String,
+    /// Before switching, run the new module on up to this many change rows from the
+    /// pipeline's position; a batch or trap error refuses the swap.
+    #[serde(default)]
+    pub sample_rows: Option<usize>,
+}
+
+/// A done swap.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeployReport {
+    /// Digest of the module before.
+    pub from: String,
+    /// Digest of the module now.
+    pub to: String,
+    /// `switched` (the running pipeline switched at a boundary), `started` (it had
+    /// failed; it was started with the new module) or `stored` (it was paused or
+    /// stopped before the boundary; it starts with the new module when resumed).
+    pub outcome: &'static str,
+    /// The boundary: the first change row the new module makes records of.
+    pub position: Option<Position>,
+    /// How long the pipeline was held at the boundary, compile excluded.
+    pub pause_ms: Option<f64>,
+    /// Change rows of the old module's work committed at the boundary.
+    pub committed_rows: Option<u64>,
+    /// How long compiling and checking the new module took.
+    pub prepare_ms: f64,
+}
+
+impl Service {
+    /// Compiles a stored module under a pipeline's limits and starts an instance of it
+    /// with the pipeline's parameters (which runs its `init`).
+    pub(super) fn prepare_module(
+        &self,
+        entry: &Entry,
+        config: &PipelineConfig,
+        digest: &str,
+        tenant: &str,
+    ) -> Result<(TransformModule, TransformInstance), ServiceError> {
+        let listed = self
+            .state
+            .module(tenant, digest)?
+            .ok_or_else(|| not_found(format!("Module {digest} of tenant {tenant}")))?;
+        let bytes = self.state.read_module(digest)?;
+        let module = self
+            .engine
+            .load_bytes(
+                &listed.name,
+                &self.state.module_path(digest),
+                &bytes,
+                instance_limits(&config.transform),
+            )
+            .map_err(|e| ServiceError::InvalidModule(e.to_string()))?
+            .with_log_tap(entry.log.tap(digest));
+        let instance = module
+            .instantiate(&config.transform_params())
+            .map_err(|e| ServiceError::InvalidModule(e.to_string()))?;
+        Ok((module, instance))
+    }
+
+    /// Swaps a pipeline's module: compiled and checked first (a refusal changes
+    /// nothing), then switched at the next batch boundary.
+    pub async fn deploy(
+        self: &Arc<Service>,
+        caller: &Caller,
+        tenant: &str,
+        name: &str,
+        request: Deploy,
+    ) -> Result<DeployReport, ServiceError> {
+        caller.may_act_for(tenant)?;
+        let entry = self.entry(tenant, name)?;
+        let mut control = entry.control.lock().await;
+        let definition = entry.definition();
+        if definition.module == request.module {
+            return Err(ServiceError::Conflict(format!(
+                "pipeline {name} already runs module {}",
+                request.module
+            )));
+        }
+        let config = self.pipeline_config(tenant, name, &definition.config, &request.module)?;
+        let started = Instant::now();
+        let prepared = {
+            let (service, entry, config) = (self.clone(), entry.clone(), config.clone());
+            let (tenant, digest) = (tenant.to_string(), request.module.clone());
+            let position = position_of(&definition, &entry.metrics.snapshot());
+            tokio::task::spawn_blocking(move || {
+                let prepared = service.prepare_module(&entry, &config, &digest, &tenant)?;
+                if let Some(rows) = request.sample_rows {
+                    sample(&config, &prepared.0, position, rows)?;
+                }
+                Ok::<_, ServiceError>(prepared)
+            })
+            .await
+            .expect("preparing a module does not panic")
+        };
+        let (module, instance) = prepared.inspect_err(|e| {
+            tracing::warn!(tenant, pipeline = name, module = request.module, error = %e, "A module swap was refused; the pipeline keeps its module.");
+        })?;
+        let prepare_ms = started.elapsed().as_secs_f64() * 1000.0;
+        // The new module is recorded first: if the service stops before the switch, the
+        // pipeline starts with it.
+        entry.update(&self.state, |d| {
+            d.previous_module = Some(d.module.clone());
+            d.module = request.module.clone();
+        })?;
+        let mut report = DeployReport {
+            from: definition.module.clone(),
+            to: request.module.clone(),
+            outcome: "stored",
+            position: None,
+            pause_ms: None,
+            committed_rows: None,
+            prepare_ms,
+        };
+        let running = control.as_ref().filter(|r| !r.task.is_finished());
+        if let Some(running) = running {
+            let (reply, replied) = oneshot::channel();
+            let request = SwapRequest {
+                module: Arc::new(module),
+                instance: Box::new(instance),
+                reply,
+            };
+            let sent = match running.swaps.try_send(request) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    return Err(ServiceError::Conflict(format!(
+                        "pipeline {name} has not yet reached the batch boundary for the previous swap; try again when it has"
+                    )));
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            };
+            if sent {
+                match tokio::time::timeout(SWAP_WAIT, replied).await {
+                    Ok(Ok(Ok(done))) => {
+                        report.outcome = "switched";
+                        report.position = Some(done.position);
+                        report.pause_ms = Some(done.pause.as_secs_f64() * 1000.0);
+                        report.committed_rows = Some(done.committed_rows);
+                    }
+                    Ok(Ok(Err(message))) => {
+                        return Err(ServiceError::Conflict(format!(
+                            "{message}; the pipeline stopped and starts with the new module when resumed"
+                        )));
+                    }
+                    // The pipeline stopped before the boundary: it starts with the new
+                    // module when resumed.
+                    Ok(Err(_)) => {}
+                    Err(_) => {
+                        return Err(ServiceError::Conflict(format!(
+                            "pipeline {name} did not reach a batch boundary within {SWAP_WAIT:?}; it switches when it does"
+                        )));
+                    }
+                }
+            }
+        } else if definition.state == PipelineState::Failed {
+            // A new module is the usual fix for a failed pipeline: start it.
+            self.start(&entry, &mut control)?;
+            report.outcome = "started";
+        }
+        tracing::info!(
+            tenant,
+            pipeline = name,
+            from = report.from,
+            to = report.to,
+            outcome = report.outcome,
+            "A pipeline's module was swapped."
+        );
+        Ok(report)
+    }
+
+    /// Swaps back to the module before the last swap.
+    pub async fn rollback(
+        self: &Arc<Service>,
+        caller: &Caller,
+        tenant: &str,
+        name: &str,
+    ) -> Result<DeployReport, ServiceError> {
+        caller.may_act_for(tenant)?;
+        let previous = self
+            .entry(tenant, name)?
+            .definition()
+            .previous_module
+            .ok_or_else(|| {
+                ServiceError::Conflict(format!("pipeline {name} has no previous module"))
+            })?;
+        self.deploy(
+            caller,
+            tenant,
+            name,
+            Deploy {
+                module: previous,
+                sample_rows: None,
+            },
+        )
+        .await
+    }
+}
+
+/// Runs a module on up to `rows` change rows: the next ones from the pipeline's
+/// position, or the table's most recent ones when it has caught up. A batch error or a
+/// trap refuses the module (rejected rows do not).
+fn sample(
+    config: &PipelineConfig,
+    module: &TransformModule,
+    at: Position,
+    rows: usize,
+) -> Result<(), ServiceError> {
+    let options = SourceOptions {
+        batch_rows: rows.max(1),
+        storage_options: config.source.storage_options.clone().into_iter().collect(),
+    };
+    let refuse = |m: String| ServiceError::InvalidModule(format!("on a sample of the table: {m}"));
+    let feed =
+        ChangeFeed::open(&config.source.table, options).map_err(|e| refuse(e.to_string()))?;
+    let latest = feed.latest_version().map_err(|e| refuse(e.to_string()))?;
+    let rows_from = |from: u64| -> Result<usize, ServiceError> {
+        let mut seen = 0;
+        for batch in feed
+            .read(Position::at_version(from), latest)
+            .map_err(|e| refuse(e.to_string()))?
+        {
+            seen += batch.map_err(|e| refuse(e.to_string()))?.batch.num_rows();
+            if seen >= rows {
+                break;
+            }
+        }
+        Ok(seen)
+    };
+    // Inside a snapshot the next rows are the snapshot's, not the version's changes.
+    let from = if at.version <= latest {
+        at
+    } else {
+        let mut version = latest;
+        while version > 0 && rows_from(version)? < rows {
+            version -= 1;
+        }
+        Position::at_version(version)
+    };
+    let mut instance = module
+        .instantiate(&config.transform_params())
+        .map_err(|e| refuse(e.to_string()))?;
+    let mut left = rows;
+    let batches: Box<dyn Iterator<Item = _>> = if from.snapshot {
+        Box::new(
+            feed.read_snapshot(from)
+                .map_err(|e| refuse(e.to_string()))?,
+        )
+    } else {
+        Box::new(feed.read(from, latest).map_err(|e| refuse(e.to_string()))?)
+    };
+    for batch in batches {
+        let batch = batch.map_err(|e| refuse(e.to_string()))?.batch;
+        let batch = batch.slice(0, batch.num_rows().min(left));
+        match instance.transform(&batch) {
+            Ok(_) | Err(TransformError::Row { .. }) => {}
+            Err(e) => return Err(refuse(e.to_string())),
+        }
+        left -= batch.num_rows();
+        if left == 0 {
+            break;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! The registry's entries and each pipeline's task: started, restored after a restart,
+//! stopped at a batch boundary, and how it ended (a panic included) recorded.
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use sluice_pipeline::{
+    PipelineMetrics, RunControls, RunMode, StartFrom, SwapRequest, run_controlled,
+};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::Service;
+use crate::error::ServiceError;
+use crate::logs::PipelineLog;
+use crate::store::{PipelineDefinition, PipelineState, StateDir};
+
+/// Longest a pause or shutdown waits for a pipeline to commit and stop.
+const STOP_WAIT: Duration = Duration::from_secs(60);
+
+/// A running pipeline's task and its controls.
+pub(super) struct Running {
+    pub(super) shutdown: watch::Sender<bool>,
+    pub(super) swaps: mpsc::Sender<SwapRequest>,
+    pub(super) task: JoinHandle<()>,
+}
+
+/// One pipeline in the registry.
+pub(super) struct Entry {
+    pub(super) definition: Mutex<PipelineDefinition>,
+    pub(super) metrics: Arc<PipelineMetrics>,
+    pub(super) log: Arc<PipelineLog>,
+    pub(super) rates: Mutex<VecDeque<(Instant, u64)>>,
+    // Serialises what is done to one pipeline (deploy, pause, ...).
+    pub(super) control: tokio::sync::Mutex<Option<Running>>,
+    // The memory this pipeline may use, counted against the host's cap.
+    pub(super) memory_mib: usize,
+}
+
+impl Entry {
+    /// A new entry, not yet running.
+    pub(super) fn new(definition: PipelineDefinition, memory_mib: usize) -> Arc<Entry> {
+        Arc::new(Entry {
+            definition: Mutex::new(definition),
+            metrics: Arc::default(),
+            log: Arc::default(),
+            rates: Mutex::default(),
+            control: tokio::sync::Mutex::new(None),
+            memory_mib,
+        })
+    }
+
+    pub(super) fn definition(&self) -> PipelineDefinition {
+        self.definition
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(super) fn update(
+        &self,
+        state: &StateDir,
+        change: impl FnOnce(&mut PipelineDefinition),
+    ) -> Result<(), ServiceError> {
+        let mut definition = self.definition.lock().unwrap_or_else(|e| e.into_inner());
+        change(&mut definition);
+        state.save_pipeline(&definition)
+    }
+}
+
+impl Service {
+    /// Starts every stored pipeline that was running when the service last stopped.
+    pub async fn restore(self: &Arc<Service>) -> Result<usize, ServiceError> {
+        let definitions = self.state.pipelines()?;
+        let count = definitions.len();
+        for definition in definitions {
+            let memory_mib = self
+                .pipeline_config(
+                    &definition.tenant,
+                    &definition.name,
+                    &definition.config,
+                    &definition.module,
+                )
+                .map_or(0, |c| c.guest_memory_mib());
+            let entry = Entry::new(definition.clone(), memory_mib);
+            self.pipelines
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    (definition.tenant.clone(), definition.name.clone()),
+                    entry.clone(),
+                );
+            if definition.state == PipelineState::Running {
+                let mut control = entry.control.lock().await;
+                if let Err(e) = self.start(&entry, &mut control) {
+                    tracing::error!(tenant = definition.tenant, pipeline = definition.name, error = %e, "A stored pipeline could not be restored; it is marked failed.");
+                    entry.update(&self.state, |d| {
+                        d.state = PipelineState::Failed;
+                        d.error = Some(e.to_string());
+                    })?;
+                }
+            }
+        }
+        self.ready.store(true, Ordering::Relaxed);
+        tracing::info!(pipelines = count, "The service restored its pipelines.");
+        Ok(count)
+    }
+
+    /// Starts a pipeline's task. The caller holds the pipeline's control lock.
+    pub(super) fn start(
+        self: &Arc<Service>,
+        entry: &Arc<Entry>,
+        control: &mut Option<Running>,
+    ) -> Result<(), ServiceError> {
+        let definition = entry.definition();
+        let config = self.pipeline_config(
+            &definition.tenant,
+            &definition.name,
+            &definition.config,
+            &definition.module,
+        )?;
+        entry.update(&self.state, |d| {
+            d.state = PipelineState::Running;
+            d.error = None;
+        })?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (swaps, swaps_rx) = mpsc::channel(1);
+        let service = self.clone();
+        let task_entry = entry.clone();
+        let task = tokio::spawn(async move {
+            let entry = task_entry;
+            let run = {
+                let (service, entry) = (service.clone(), entry.clone());
+                Guarded(Box::pin(async move {
+                    let prepared = {
+                        let (entry, config) = (entry.clone(), config.clone());
+                        let (tenant, digest) = (definition.tenant, definition.module);
+                        tokio::task::spawn_blocking(move || {
+                            service.prepare_module(&entry, &config, &digest, &tenant)
+                        })
+                        .await
+                    };
+                    let module = match prepared {
+                        Ok(Ok((module, _))) => module,
+                        Ok(Err(e)) => return Err(e.to_string()),
+                        Err(e) => return Err(format!("preparing the module failed: {e}")),
+                    };
+                    let controls = RunControls {
+                        module: Some(Arc::new(module)),
+                        swaps: Some(swaps_rx),
+                        metrics: entry.metrics.clone(),
+                        quiet_progress: false,
+                    };
+                    run_controlled(
+                        &config,
+                        RunMode::Follow,
+                        StartFrom::StoredPosition,
+                        shutdown_rx,
+                        controls,
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+                }))
+            };
+            let result = run.await.unwrap_or_else(|panic| {
+                Err(format!(
+                    "the pipeline's task panicked: {panic}; this is a bug in Sluice, please report it"
+                ))
+            });
+            service.finished(&entry, result);
+        });
+        *control = Some(Running {
+            shutdown,
+            swaps,
+            task,
+        });
+        Ok(())
+    }
+
+    /// Records how a pipeline's task ended.
+    fn finished(&self, entry: &Entry, result: Result<(), String>) {
+        let definition = entry.definition();
+        let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
+        let at = entry.metrics.snapshot();
+        let stopped_at = Some(at.position);
+        let stored = match result {
+            Ok(()) => {
+                tracing::info!(tenant, pipeline = name, "A pipeline stopped.");
+                entry.update(&self.state, |d| d.stopped_at = stopped_at)
+            }
+            Err(error) => {
+                tracing::error!(tenant, pipeline = name, %error, "A pipeline stopped with an error; it stays stopped until it is resumed or gets a new module.");
+                entry.update(&self.state, |d| {
+                    d.state = PipelineState::Failed;
+                    d.error = Some(error);
+                    d.stopped_at = stopped_at;
+                })
+            }
+        };
+        if let Err(e) = stored {
+            tracing::error!(tenant, pipeline = name, error = %e, "A pipeline's status could not be stored.");
+        }
+    }
+
+    /// Stops every pipeline after it commits its work, keeping their states, so the
+    /// next start resumes them.
+    pub async fn shutdown(&self) {
+        let entries: Vec<Arc<Entry>> = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        // All at once: each waits for its own batch boundary and commit.
+        let stopping: Vec<_> = entries
+            .into_iter()
+            .map(|entry| {
+                tokio::spawn(async move {
+                    let mut control = entry.control.lock().await;
+                    stop(control.take()).await;
+                })
+            })
+            .collect();
+        for stopped in stopping {
+            let _ = stopped.await;
+        }
+    }
+}
+
+/// Asks a pipeline's task to stop and waits for it.
+pub(super) async fn stop(running: Option<Running>) {
+    if let Some(running) = running {
+        let _ = running.shutdown.send(true);
+        let mut task = running.task;
+        if tokio::time::timeout(STOP_WAIT, &mut task).await.is_err() {
+            tracing::warn!(
+                "A pipeline did not stop within {STOP_WAIT:?}; it was cancelled, and resumes from its last committed position."
+            );
+            task.abort();
+        }
+    }
+}
+
+/// A future that turns a panic while it is polled into `Err` with the panic's message,
+/// so a pipeline whose task panics is recorded as failed instead of running forever.
+struct Guarded<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for Guarded<F> {
+    type Output = Result<F::Output, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(panic) => Poll::Ready(Err(panic_message(panic.as_ref()))),
+        }
+    }
+}
+
+/// What a panic said, when it said it with text.
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panic_in_the_task_becomes_an_error_with_its_message() {
+        let panics = Guarded(Box::pin(async {
+            tokio::task::yield_now().await;
+            if std::hint::black_box(true) {
+                panic!("the loop broke");
+            }
+            7
+        }));
+        assert_eq!(panics.await, Err("the loop broke".to_string()));
+        let formatted = Guarded(Box::pin(async { panic!("batch {} of {}", 3, 9) }));
+        assert_eq!(formatted.await, Err::<(), _>("batch 3 of 9".to_string()));
+        assert_eq!(Guarded(Box::pin(async { 7 })).await, Ok(7));
+    }
+}

@@ -1,0 +1,235 @@
+//! What the API shows of pipelines: statuses with position, lag, rates and the config
+//! with its secrets redacted.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sluice_pipeline::{MetricsSnapshot, Position};
+
+use super::Service;
+use super::registry::Entry;
+use crate::auth::Caller;
+use crate::error::ServiceError;
+use crate::store::{PipelineDefinition, PipelineState};
+
+/// Rate samples kept per pipeline (one per `SAMPLE_EVERY`).
+const RATE_SAMPLES: usize = 10;
+
+/// How often rates are sampled.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+/// A pipeline's status, as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct PipelineStatus {
+    /// The owning tenant.
+    pub tenant: String,
+    /// Its name.
+    pub name: String,
+    /// `running`, `paused` or `failed`.
+    pub state: PipelineState,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The module it runs.
+    pub module: ModuleView,
+    /// The module `rollback` returns to.
+    pub previous_module: Option<String>,
+    /// The table.
+    pub table: String,
+    /// The topic for records that name none.
+    pub topic: String,
+    /// Where it is (as of its last commit since the service started).
+    pub position: Position,
+    /// The table's latest version when last looked at.
+    pub latest_version: u64,
+    /// Versions committed to the table and not yet delivered.
+    pub lag_versions: u64,
+    /// Change rows per second over the last seconds.
+    pub rows_per_second: f64,
+    /// Counters since the service started.
+    pub counters: MetricsSnapshot,
+    /// The config as submitted, secrets redacted.
+    pub config: String,
+}
+
+/// A module by digest and name.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModuleView {
+    /// SHA-256 of its bytes.
+    pub digest: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl Service {
+    /// The tenant's pipelines.
+    pub fn pipelines(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+    ) -> Result<Vec<PipelineStatus>, ServiceError> {
+        caller.may_act_for(tenant)?;
+        self.tenant(tenant)?;
+        let entries: Vec<Arc<Entry>> = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|((t, _), _)| t == tenant)
+            .map(|(_, e)| e.clone())
+            .collect();
+        entries.iter().map(|e| self.status_of(e)).collect()
+    }
+
+    /// One pipeline's status.
+    pub fn status(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+        name: &str,
+    ) -> Result<PipelineStatus, ServiceError> {
+        caller.may_act_for(tenant)?;
+        let entry = self.entry(tenant, name)?;
+        self.status_of(&entry)
+    }
+
+    pub(super) fn status_of(&self, entry: &Entry) -> Result<PipelineStatus, ServiceError> {
+        let definition = entry.definition();
+        let counters = entry.metrics.snapshot();
+        let module_name = self
+            .state
+            .module(&definition.tenant, &definition.module)?
+            .map_or_else(String::new, |m| m.name);
+        let rows_per_second = {
+            let rates = entry.rates.lock().unwrap_or_else(|e| e.into_inner());
+            match (rates.front(), rates.back()) {
+                (Some((t0, r0)), Some((t1, r1))) if t1 > t0 => {
+                    (r1 - r0) as f64 / t1.duration_since(*t0).as_secs_f64()
+                }
+                _ => 0.0,
+            }
+        };
+        let position = position_of(&definition, &counters);
+        let (table, topic) = match toml::from_str::<toml::Table>(&definition.config) {
+            Ok(config) => {
+                let get = |section: &str, key: &str| {
+                    config
+                        .get(section)
+                        .and_then(|s| s.get(key))
+                        .and_then(toml::Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                (get("source", "table"), get("sink", "topic"))
+            }
+            Err(_) => Default::default(),
+        };
+        Ok(PipelineStatus {
+            tenant: definition.tenant,
+            name: definition.name,
+            state: definition.state,
+            error: definition.error,
+            module: ModuleView {
+                digest: definition.module,
+                name: module_name,
+            },
+            previous_module: definition.previous_module,
+            table,
+            topic,
+            position,
+            latest_version: counters.latest_version,
+            lag_versions: counters.lag_versions(),
+            rows_per_second,
+            counters,
+            config: redacted(&definition.config),
+        })
+    }
+
+    /// Every pipeline's status, for the operator's metrics.
+    pub fn all_statuses(&self, caller: &Caller) -> Result<Vec<PipelineStatus>, ServiceError> {
+        if *caller != Caller::Operator {
+            return Err(ServiceError::OperatorOnly("read every tenant's metrics"));
+        }
+        let entries: Vec<Arc<Entry>> = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        entries.iter().map(|e| self.status_of(e)).collect()
+    }
+
+    /// Takes a sample of each pipeline's rows counter, for its rate.
+    pub fn sample_rates(&self) {
+        let now = Instant::now();
+        for entry in self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            let rows = entry.metrics.snapshot().rows_in;
+            let mut rates = entry.rates.lock().unwrap_or_else(|e| e.into_inner());
+            if rates.len() == RATE_SAMPLES {
+                rates.pop_front();
+            }
+            rates.push_back((now, rows));
+        }
+    }
+}
+
+/// Where a pipeline is: from its counters while it runs, else where it last stopped.
+pub(super) fn position_of(definition: &PipelineDefinition, counters: &MetricsSnapshot) -> Position {
+    let counted = counters.position;
+    match definition.stopped_at {
+        Some(stopped)
+            if definition.state != PipelineState::Running || counted == Position::default() =>
+        {
+            stopped
+        }
+        _ => counted,
+    }
+}
+
+/// The config text with secret Kafka properties replaced.
+pub(crate) fn redacted(text: &str) -> String {
+    let Ok(mut table) = toml::from_str::<toml::Table>(text) else {
+        return String::new();
+    };
+    if let Some(kafka) = table
+        .get_mut("sink")
+        .and_then(|s| s.get_mut("kafka"))
+        .and_then(toml::Value::as_table_mut)
+    {
+        for (name, value) in kafka.iter_mut() {
+            if sluice_pipeline::is_secret_property(name) {
+                *value = "<redacted>".into();
+            }
+        }
+    }
+    toml::to_string(&table).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_redacted_and_the_rest_kept() {
+        let text = r#"
+            [sink]
+            topic = "t"
+            [sink.kafka]
+            "bootstrap.servers" = "b:9092"
+            "sasl.password" = "hunter2"
+            "ssl.key.password" = "k"
+            "sasl.oauthbearer.client.secret" = "s"
+        "#;
+        let shown = redacted(text);
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!shown.contains("\"k\""), "{shown}");
+        assert!(!shown.contains("\"s\""), "{shown}");
+        assert!(shown.contains("b:9092"), "{shown}");
+    }
+}
