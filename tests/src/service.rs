@@ -149,6 +149,13 @@ impl Serve {
         child.wait().expect("sluice serve exits").success()
     }
 
+    /// Kills the service with SIGKILL, as a lost machine would stop it.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("the service is running");
+        child.kill().expect("the service can be killed");
+        let _ = child.wait();
+    }
+
     /// The service's peak resident set size so far, in bytes (`VmHWM`).
     pub fn peak_rss(&self) -> Option<u64> {
         crate::vm_hwm(self.child.as_ref()?.id())

@@ -65,3 +65,11 @@ pub enum PipelineError {
         configured: String,
     },
 }
+
+impl PipelineError {
+    /// Whether another instance of the pipeline took over and fenced this one: in a
+    /// cluster, the pipeline moved to another node.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, PipelineError::Sink(SinkError::Fenced { .. }))
+    }
+}

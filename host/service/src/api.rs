@@ -43,6 +43,7 @@ impl IntoResponse for ApiError {
             ServiceError::Config { .. } | ServiceError::State { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
+            ServiceError::Cluster(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         let body = serde_json::json!({ "error": self.0.to_string() });
         (status, Json(body)).into_response()
@@ -87,6 +88,7 @@ pub fn router(service: Arc<Service>) -> Router {
             "/v1/tenants/{tenant}/modules",
             get(list_modules).post(upload_module),
         )
+        .route("/v1/cluster", get(cluster))
         .route("/v1/tenants/{tenant}/pipelines", get(list_pipelines))
         .route(pipeline, get(status).put(create).delete(delete))
         .route(&format!("{pipeline}/deploy"), post(deploy))
@@ -164,6 +166,19 @@ async fn metrics(State(service): Shared, caller: Caller) -> Reply<Response> {
         crate::prometheus::render(&statuses),
     )
         .into_response())
+}
+
+async fn cluster(State(service): Shared, caller: Caller) -> Reply<Response> {
+    if caller != Caller::Operator {
+        return Err(ServiceError::OperatorOnly("see the node's part in its cluster").into());
+    }
+    match service.node_view() {
+        Some(view) => Ok(Json(view).into_response()),
+        None => Err(ServiceError::NotFound {
+            what: "A cluster (this node runs alone; see [cluster] in docs/cluster.md)".into(),
+        }
+        .into()),
+    }
 }
 
 #[derive(Deserialize)]

@@ -22,6 +22,9 @@ pub struct ServeConfig {
     /// The tenants, by name.
     #[serde(default)]
     pub tenants: BTreeMap<String, TenantConfig>,
+    /// Run as one node of a cluster (docs/cluster.md); unset: alone.
+    #[serde(default)]
+    pub cluster: Option<sluice_cluster::ClusterConfig>,
 }
 
 /// `[server]`.
@@ -194,6 +197,13 @@ impl ServeConfig {
                 *value = sluice_pipeline::resolve_reference(value, base)
                     .map_err(|e| invalid(format!("[tenants.{name}.kafka] `{property}` {e}")))?;
             }
+        }
+        if let Some(cluster) = &mut config.cluster {
+            for (property, value) in &mut cluster.kafka {
+                *value = sluice_pipeline::resolve_reference(value, base)
+                    .map_err(|e| invalid(format!("[cluster.kafka] `{property}` {e}")))?;
+            }
+            cluster.validate().map_err(invalid)?;
         }
         Ok(config)
     }

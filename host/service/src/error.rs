@@ -51,4 +51,7 @@ pub enum ServiceError {
     /// The module failed its checks; nothing changed.
     #[error("The module was refused and nothing changed: {0}")]
     InvalidModule(String),
+    /// The cluster's shared state or group could not be used.
+    #[error("{0}")]
+    Cluster(String),
 }

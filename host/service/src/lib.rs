@@ -25,7 +25,8 @@ pub use config::{HostLimits, ServeConfig, ServerSection, TenantConfig};
 pub use error::ServiceError;
 pub use logs::LogLine;
 pub use service::{
-    CreatePipeline, Deploy, DeployReport, ModuleView, PipelineStatus, SAMPLE_EVERY, Service,
+    CreatePipeline, Deploy, DeployReport, ModuleView, NodeView, PipelineStatus, SAMPLE_EVERY,
+    Service,
 };
 pub use store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir};
 
@@ -44,9 +45,15 @@ pub async fn serve(
                 path: service.config().server.state_dir.clone(),
                 message: format!("cannot listen on {listen}: {e}"),
             })?;
-    // Stored pipelines are restored before the API answers, so no request races them.
-    if let Err(e) = service.restore().await {
+    // Stored pipelines are restored (or the cluster's state read) before the API
+    // answers, so no request races them.
+    let started = match service.config().cluster {
+        Some(_) => service.join_cluster().await,
+        None => service.restore().await.map(|_| ()),
+    };
+    if let Err(e) = started {
         service.shutdown().await;
+        service.leave_cluster().await;
         return Err(e);
     }
     tracing::info!(%listen, "The service listens.");
@@ -75,6 +82,7 @@ pub async fn serve(
     sampler.abort();
     tracing::info!("The service is stopping its pipelines.");
     service.shutdown().await;
+    service.leave_cluster().await;
     served.map_err(|e| ServiceError::Config {
         path: service.config().server.state_dir.clone(),
         message: format!("the API server failed: {e}"),

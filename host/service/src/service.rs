@@ -2,6 +2,7 @@
 //! roll back, pause, resume, delete, and the status of each. Every pipeline runs as a
 //! task of its own; one task failing or trapping touches no other.
 
+mod cluster;
 mod deploy;
 mod registry;
 mod tenancy;
@@ -10,7 +11,7 @@ mod views;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Deserialize;
 use sluice_engine::{EngineConfig, TransformEngine};
@@ -21,6 +22,7 @@ use crate::config::{ServeConfig, TenantConfig, valid_name};
 use crate::error::ServiceError;
 use crate::logs::LogLine;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir, now_seconds};
+pub use cluster::NodeView;
 pub use deploy::{Deploy, DeployReport};
 use registry::{Entry, stop};
 use tenancy::check_room;
@@ -49,6 +51,7 @@ pub struct Service {
     tokens: Tokens,
     pipelines: Mutex<BTreeMap<(String, String), Arc<Entry>>>,
     ready: AtomicBool,
+    cluster: OnceLock<Arc<cluster::ClusterPart>>,
     stopping: watch::Sender<bool>,
 }
 
@@ -80,6 +83,7 @@ impl Service {
             tokens,
             pipelines: Mutex::default(),
             ready: AtomicBool::new(false),
+            cluster: OnceLock::new(),
             stopping: watch::channel(false).0,
         }))
     }
@@ -123,6 +127,16 @@ impl Service {
             .get(&(tenant.to_string(), name.to_string()))
             .cloned()
             .ok_or_else(|| not_found(format!("Pipeline {name} of tenant {tenant}")))
+    }
+
+    /// Every pipeline in the registry.
+    fn entries(&self) -> Vec<Arc<Entry>> {
+        self.pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Stores an uploaded module for `tenant` after checking it compiles and speaks a
@@ -170,7 +184,10 @@ impl Service {
             contract: module.contract().version().to_string(),
             uploaded_at: now_seconds(),
         };
-        self.state.save_module(tenant, &entry, &bytes)?;
+        match self.cluster_part() {
+            Some(part) => self.write_module(part, tenant, &entry, &bytes).await?,
+            None => self.state.save_module(tenant, &entry, &bytes)?,
+        }
         tracing::info!(
             tenant,
             module = name,
@@ -209,6 +226,17 @@ impl Service {
             )));
         }
         let config = self.pipeline_config(tenant, name, &request.config, &request.module)?;
+        let definition = PipelineDefinition {
+            tenant: tenant.to_string(),
+            name: name.to_string(),
+            config: request.config,
+            module: request.module,
+            previous_module: None,
+            state: PipelineState::Running,
+            error: None,
+            stopped_at: None,
+            revision: 0,
+        };
         let entry = {
             let mut pipelines = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
             let key = (tenant.to_string(), name.to_string());
@@ -219,21 +247,25 @@ impl Service {
             }
             let asked = config.guest_memory_mib();
             check_room(&pipelines, tenant, limits, &self.config.limits, asked)?;
-            let entry = Entry::new(
-                PipelineDefinition {
-                    tenant: tenant.to_string(),
-                    name: name.to_string(),
-                    config: request.config,
-                    module: request.module,
-                    previous_module: None,
-                    state: PipelineState::Running,
-                    error: None,
-                    stopped_at: None,
-                },
-                asked,
-            );
-            pipelines.insert(key, entry.clone());
-            entry
+            // In a cluster the node holding the pipeline's slot makes the entry and
+            // starts it when it reads the definition.
+            match self.cluster_part() {
+                Some(_) => None,
+                None => {
+                    let entry = Entry::new(definition.clone(), asked);
+                    pipelines.insert(key, entry.clone());
+                    Some(entry)
+                }
+            }
+        };
+        let Some(entry) = entry else {
+            let part = self
+                .cluster_part()
+                .expect("only a node of a cluster makes no entry here");
+            self.write_definition(part, &definition).await?;
+            tracing::info!(tenant, pipeline = name, "A pipeline was created.");
+            let entry = self.entry(tenant, name)?;
+            return self.status_of(&entry);
         };
         let mut control = entry.control.lock().await;
         if let Err(e) = self.start(&entry, &mut control) {
@@ -257,8 +289,17 @@ impl Service {
     ) -> Result<PipelineStatus, ServiceError> {
         caller.may_act_for(tenant)?;
         let entry = self.entry(tenant, name)?;
+        if let Some(part) = self.cluster_part() {
+            // The node running it stops it when it reads this.
+            self.write_change(part, &entry, |d| {
+                d.state = PipelineState::Paused;
+                d.error = None;
+            })
+            .await?;
+            return self.status_of(&entry);
+        }
         let mut control = entry.control.lock().await;
-        entry.update(&self.state, |d| {
+        self.update(&entry, |d| {
             d.state = PipelineState::Paused;
             d.error = None;
         })?;
@@ -277,6 +318,19 @@ impl Service {
     ) -> Result<PipelineStatus, ServiceError> {
         caller.may_act_for(tenant)?;
         let entry = self.entry(tenant, name)?;
+        if let Some(part) = self.cluster_part() {
+            if entry.definition().state == PipelineState::Running {
+                return Err(ServiceError::Conflict(format!(
+                    "pipeline {name} is running"
+                )));
+            }
+            self.write_change(part, &entry, |d| {
+                d.state = PipelineState::Running;
+                d.error = None;
+            })
+            .await?;
+            return self.status_of(&entry);
+        }
         let mut control = entry.control.lock().await;
         if control.as_ref().is_some_and(|r| !r.task.is_finished()) {
             return Err(ServiceError::Conflict(format!(
@@ -298,6 +352,11 @@ impl Service {
     ) -> Result<(), ServiceError> {
         caller.may_act_for(tenant)?;
         let entry = self.entry(tenant, name)?;
+        if let Some(part) = self.cluster_part() {
+            self.write_removal(part, tenant, name).await?;
+            tracing::info!(tenant, pipeline = name, "A pipeline was deleted.");
+            return Ok(());
+        }
         let mut control = entry.control.lock().await;
         stop(control.take()).await;
         self.state.remove_pipeline(tenant, name)?;

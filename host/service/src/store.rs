@@ -65,6 +65,10 @@ pub struct PipelineDefinition {
     /// itself is in Kafka).
     #[serde(default, deserialize_with = "stopped_at")]
     pub stopped_at: Option<Position>,
+    /// How many times it was changed: in a cluster, a node keeps a change it made
+    /// over an older one that reaches it later.
+    #[serde(default)]
+    pub revision: u64,
 }
 
 /// Reads `stopped_at` as written now (a position) or by earlier versions (a
@@ -158,10 +162,26 @@ impl StateDir {
         entry: &ModuleEntry,
         bytes: &[u8],
     ) -> Result<(), ServiceError> {
-        let path = self.module_path(&entry.digest);
-        if !path.exists() {
-            write_atomically(&path, bytes)?;
+        self.save_module_bytes(&entry.digest, bytes)?;
+        self.save_module_entry(tenant, entry)
+    }
+
+    /// Stores a module's bytes under its digest, unless they are there.
+    pub fn save_module_bytes(&self, digest: &str, bytes: &[u8]) -> Result<(), ServiceError> {
+        let path = self.module_path(digest);
+        if path.exists() {
+            return Ok(());
         }
+        write_atomically(&path, bytes)
+    }
+
+    /// Whether a module's bytes are stored.
+    pub fn has_module_bytes(&self, digest: &str) -> bool {
+        self.module_path(digest).exists()
+    }
+
+    /// Lists a stored module as the tenant's.
+    pub fn save_module_entry(&self, tenant: &str, entry: &ModuleEntry) -> Result<(), ServiceError> {
         let listed = self
             .tenant_dir(tenant)
             .join("modules")
@@ -217,10 +237,13 @@ impl StateDir {
         )
     }
 
-    /// Forgets a pipeline.
+    /// Forgets a pipeline (one never stored here is forgotten already).
     pub fn remove_pipeline(&self, tenant: &str, name: &str) -> Result<(), ServiceError> {
         let path = self.pipeline_path(tenant, name);
-        std::fs::remove_file(&path).map_err(|e| state_error(&path, e))
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(state_error(&path, e)),
+            _ => Ok(()),
+        }
     }
 
     /// Every tenant's pipelines.
@@ -274,6 +297,7 @@ mod tests {
             state: PipelineState::Running,
             error: None,
             stopped_at: None,
+            revision: 0,
         };
         state.save_pipeline(&definition).unwrap();
         let reopened = StateDir::open(dir.path()).unwrap();

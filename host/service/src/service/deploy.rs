@@ -6,16 +6,17 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sluice_engine::{TransformError, TransformInstance, TransformModule};
-use sluice_pipeline::{PipelineConfig, Position, SwapRequest, instance_limits};
+use sluice_pipeline::{PipelineConfig, Position, SwapReport, SwapRequest, instance_limits};
 use sluice_source::{ChangeFeed, SourceOptions};
 use tokio::sync::{mpsc, oneshot};
 
-use super::registry::Entry;
+use super::cluster::ClusterPart;
+use super::registry::{Entry, Running};
 use super::views::position_of;
 use super::{Service, not_found};
 use crate::auth::Caller;
 use crate::error::ServiceError;
-use crate::store::PipelineState;
+use crate::store::{PipelineDefinition, PipelineState};
 
 /// Longest a deploy waits for the pipeline to reach a batch boundary.
 const SWAP_WAIT: Duration = Duration::from_secs(120);
@@ -95,37 +96,15 @@ impl Service {
     ) -> Result<DeployReport, ServiceError> {
         caller.may_act_for(tenant)?;
         let entry = self.entry(tenant, name)?;
+        if let Some(part) = self.cluster_part() {
+            return self.deploy_in_cluster(part, &entry, request).await;
+        }
         let mut control = entry.control.lock().await;
         let definition = entry.definition();
-        if definition.module == request.module {
-            return Err(ServiceError::Conflict(format!(
-                "pipeline {name} already runs module {}",
-                request.module
-            )));
-        }
-        let config = self.pipeline_config(tenant, name, &definition.config, &request.module)?;
-        let started = Instant::now();
-        let prepared = {
-            let (service, entry, config) = (self.clone(), entry.clone(), config.clone());
-            let (tenant, digest) = (tenant.to_string(), request.module.clone());
-            let position = position_of(&definition, &entry.metrics.snapshot());
-            tokio::task::spawn_blocking(move || {
-                let prepared = service.prepare_module(&entry, &config, &digest, &tenant)?;
-                if let Some(rows) = request.sample_rows {
-                    sample(&config, &prepared.0, position, rows)?;
-                }
-                Ok::<_, ServiceError>(prepared)
-            })
-            .await
-            .expect("preparing a module does not panic")
-        };
-        let (module, instance) = prepared.inspect_err(|e| {
-            tracing::warn!(tenant, pipeline = name, module = request.module, error = %e, "A module swap was refused; the pipeline keeps its module.");
-        })?;
-        let prepare_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let (module, instance, prepare_ms) = self.prepare_checked(&entry, &request).await?;
         // The new module is recorded first: if the service stops before the switch, the
         // pipeline starts with it.
-        entry.update(&self.state, |d| {
+        self.update(&entry, |d| {
             d.previous_module = Some(d.module.clone());
             d.module = request.module.clone();
         })?;
@@ -138,60 +117,133 @@ impl Service {
             committed_rows: None,
             prepare_ms,
         };
-        let running = control.as_ref().filter(|r| !r.task.is_finished());
-        if let Some(running) = running {
-            let (reply, replied) = oneshot::channel();
-            let request = SwapRequest {
-                module: Arc::new(module),
-                instance: Box::new(instance),
-                reply,
-            };
-            let sent = match running.swaps.try_send(request) {
-                Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    return Err(ServiceError::Conflict(format!(
-                        "pipeline {name} has not yet reached the batch boundary for the previous swap; try again when it has"
-                    )));
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
-            };
-            if sent {
-                match tokio::time::timeout(SWAP_WAIT, replied).await {
-                    Ok(Ok(Ok(done))) => {
-                        report.outcome = "switched";
-                        report.position = Some(done.position);
-                        report.pause_ms = Some(done.pause.as_secs_f64() * 1000.0);
-                        report.committed_rows = Some(done.committed_rows);
-                    }
-                    Ok(Ok(Err(message))) => {
-                        return Err(ServiceError::Conflict(format!(
-                            "{message}; the pipeline stopped and starts with the new module when resumed"
-                        )));
-                    }
-                    // The pipeline stopped before the boundary: it starts with the new
-                    // module when resumed.
-                    Ok(Err(_)) => {}
-                    Err(_) => {
-                        return Err(ServiceError::Conflict(format!(
-                            "pipeline {name} did not reach a batch boundary within {SWAP_WAIT:?}; it switches when it does"
-                        )));
-                    }
-                }
+        if let Some(running) = control.as_mut().filter(|r| !r.task.is_finished()) {
+            if let Some(done) = switch(running, name, module, instance).await? {
+                report.switched(&done);
             }
         } else if definition.state == PipelineState::Failed {
             // A new module is the usual fix for a failed pipeline: start it.
             self.start(&entry, &mut control)?;
             report.outcome = "started";
         }
-        tracing::info!(
-            tenant,
-            pipeline = name,
-            from = report.from,
-            to = report.to,
-            outcome = report.outcome,
-            "A pipeline's module was swapped."
-        );
+        log_swap(tenant, name, &report);
         Ok(report)
+    }
+
+    /// A deploy in a cluster: checked here, written to the shared state, switched by
+    /// the node that runs the pipeline when it reads it.
+    async fn deploy_in_cluster(
+        self: &Arc<Service>,
+        part: &ClusterPart,
+        entry: &Arc<Entry>,
+        request: Deploy,
+    ) -> Result<DeployReport, ServiceError> {
+        let definition = entry.definition();
+        let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
+        let (_, _, prepare_ms) = self.prepare_checked(entry, &request).await?;
+        let failed = definition.state == PipelineState::Failed;
+        self.write_change(part, entry, |d| {
+            d.previous_module = Some(d.module.clone());
+            d.module = request.module.clone();
+            if failed {
+                d.state = PipelineState::Running;
+                d.error = None;
+            }
+        })
+        .await?;
+        let mut report = DeployReport {
+            from: definition.module.clone(),
+            to: request.module.clone(),
+            outcome: if failed { "started" } else { "stored" },
+            position: None,
+            pause_ms: None,
+            committed_rows: None,
+            prepare_ms,
+        };
+        // When this node runs the pipeline, reading the change switched it.
+        let switched = entry
+            .last_switch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|done| done.to_digest == request.module);
+        if let Some(done) = switched {
+            report.switched(&done);
+        }
+        log_swap(tenant, name, &report);
+        Ok(report)
+    }
+
+    /// Compiles the requested module under the pipeline's limits, starts an instance
+    /// and, when asked, runs it on a sample of the table: a refusal changes nothing.
+    async fn prepare_checked(
+        self: &Arc<Service>,
+        entry: &Arc<Entry>,
+        request: &Deploy,
+    ) -> Result<(TransformModule, TransformInstance, f64), ServiceError> {
+        let definition = entry.definition();
+        let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
+        if definition.module == request.module {
+            return Err(ServiceError::Conflict(format!(
+                "pipeline {name} already runs module {}",
+                request.module
+            )));
+        }
+        let config = self.pipeline_config(tenant, name, &definition.config, &request.module)?;
+        let started = Instant::now();
+        let prepared = {
+            let (service, entry) = (self.clone(), entry.clone());
+            let (tenant, digest) = (tenant.to_string(), request.module.clone());
+            let position = position_of(&definition, &entry.metrics.snapshot());
+            let sample_rows = request.sample_rows;
+            tokio::task::spawn_blocking(move || {
+                let prepared = service.prepare_module(&entry, &config, &digest, &tenant)?;
+                if let Some(rows) = sample_rows {
+                    sample(&config, &prepared.0, position, rows)?;
+                }
+                Ok::<_, ServiceError>(prepared)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(ServiceError::InvalidModule(format!(
+                    "checking it failed: {e}"
+                )))
+            })
+        };
+        let (module, instance) = prepared.inspect_err(|e| {
+            tracing::warn!(tenant, pipeline = name, module = request.module, error = %e, "A module swap was refused; the pipeline keeps its module.");
+        })?;
+        Ok((module, instance, started.elapsed().as_secs_f64() * 1000.0))
+    }
+
+    /// Switches the pipeline this node runs to the module its definition names, at
+    /// the next batch boundary (a deploy through another node of the cluster).
+    pub(super) async fn switch_to(
+        self: &Arc<Service>,
+        entry: &Arc<Entry>,
+        control: &mut Option<Running>,
+        definition: &PipelineDefinition,
+    ) -> Result<(), ServiceError> {
+        let Some(running) = control.as_mut() else {
+            return Ok(());
+        };
+        let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
+        let config = self.pipeline_config(tenant, name, &definition.config, &definition.module)?;
+        let (service, task_entry) = (self.clone(), entry.clone());
+        let (task_tenant, digest) = (tenant.to_string(), definition.module.clone());
+        let (module, instance) = tokio::task::spawn_blocking(move || {
+            service.prepare_module(&task_entry, &config, &digest, &task_tenant)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(ServiceError::InvalidModule(format!(
+                "preparing it failed: {e}"
+            )))
+        })?;
+        if let Some(done) = switch(running, name, module, instance).await? {
+            *entry.last_switch.lock().unwrap_or_else(|e| e.into_inner()) = Some(done);
+        }
+        Ok(())
     }
 
     /// Swaps back to the module before the last swap.
@@ -219,6 +271,66 @@ impl Service {
             },
         )
         .await
+    }
+}
+
+impl DeployReport {
+    fn switched(&mut self, done: &SwapReport) {
+        self.outcome = "switched";
+        self.position = Some(done.position);
+        self.pause_ms = Some(done.pause.as_secs_f64() * 1000.0);
+        self.committed_rows = Some(done.committed_rows);
+    }
+}
+
+fn log_swap(tenant: &str, name: &str, report: &DeployReport) {
+    tracing::info!(
+        tenant,
+        pipeline = name,
+        from = report.from,
+        to = report.to,
+        outcome = report.outcome,
+        "A pipeline's module was swapped."
+    );
+}
+
+/// Hands a running pipeline a new module to switch to at its next batch boundary and
+/// waits for the switch; `None` when the pipeline stopped before the boundary (it
+/// starts with the new module when resumed).
+async fn switch(
+    running: &mut Running,
+    name: &str,
+    module: TransformModule,
+    instance: TransformInstance,
+) -> Result<Option<SwapReport>, ServiceError> {
+    let to = module.digest().to_string();
+    let (reply, replied) = oneshot::channel();
+    let request = SwapRequest {
+        module: Arc::new(module),
+        instance: Box::new(instance),
+        reply,
+    };
+    match running.swaps.try_send(request) {
+        Ok(()) => {}
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            return Err(ServiceError::Conflict(format!(
+                "pipeline {name} has not yet reached the batch boundary for the previous swap; try again when it has"
+            )));
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => return Ok(None),
+    }
+    match tokio::time::timeout(SWAP_WAIT, replied).await {
+        Ok(Ok(Ok(done))) => {
+            running.module = to;
+            Ok(Some(done))
+        }
+        Ok(Ok(Err(message))) => Err(ServiceError::Conflict(format!(
+            "{message}; the pipeline stopped and starts with the new module when resumed"
+        ))),
+        Ok(Err(_)) => Ok(None),
+        Err(_) => Err(ServiceError::Conflict(format!(
+            "pipeline {name} did not reach a batch boundary within {SWAP_WAIT:?}; it switches when it does"
+        ))),
     }
 }
 

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use sluice_pipeline::{
-    PipelineMetrics, RunControls, RunMode, StartFrom, SwapRequest, run_controlled,
+    PipelineMetrics, RunControls, RunMode, StartFrom, SwapReport, SwapRequest, run_controlled,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -20,13 +20,15 @@ use tokio::task::JoinHandle;
 use super::Service;
 use crate::error::ServiceError;
 use crate::logs::PipelineLog;
-use crate::store::{PipelineDefinition, PipelineState, StateDir};
+use crate::store::{PipelineDefinition, PipelineState};
 
 /// Longest a pause or shutdown waits for a pipeline to commit and stop.
 const STOP_WAIT: Duration = Duration::from_secs(60);
 
 /// A running pipeline's task and its controls.
 pub(super) struct Running {
+    /// The digest of the module it runs.
+    pub(super) module: String,
     pub(super) shutdown: watch::Sender<bool>,
     pub(super) swaps: mpsc::Sender<SwapRequest>,
     pub(super) task: JoinHandle<()>,
@@ -42,6 +44,8 @@ pub(super) struct Entry {
     pub(super) control: tokio::sync::Mutex<Option<Running>>,
     // The memory this pipeline may use, counted against the host's cap.
     pub(super) memory_mib: usize,
+    // The last switch this node made for a deploy through the cluster's state.
+    pub(super) last_switch: Mutex<Option<SwapReport>>,
 }
 
 impl Entry {
@@ -54,6 +58,7 @@ impl Entry {
             rates: Mutex::default(),
             control: tokio::sync::Mutex::new(None),
             memory_mib,
+            last_switch: Mutex::default(),
         })
     }
 
@@ -64,44 +69,79 @@ impl Entry {
             .clone()
     }
 
-    pub(super) fn update(
-        &self,
-        state: &StateDir,
-        change: impl FnOnce(&mut PipelineDefinition),
-    ) -> Result<(), ServiceError> {
+    /// Takes a definition another node wrote, unless this node has a newer one (a
+    /// change it made that the record has not caught up with). Returns whether it did.
+    pub(super) fn replace(&self, written: PipelineDefinition) -> bool {
         let mut definition = self.definition.lock().unwrap_or_else(|e| e.into_inner());
-        change(&mut definition);
-        state.save_pipeline(&definition)
+        if written.revision < definition.revision {
+            return false;
+        }
+        *definition = written;
+        true
+    }
+
+    /// Whether its task runs.
+    pub(super) fn is_running(control: &Option<Running>) -> bool {
+        control.as_ref().is_some_and(|r| !r.task.is_finished())
     }
 }
 
 impl Service {
+    /// Changes a pipeline's definition and stores it (in a cluster, writes it to the
+    /// shared state too); a change that changes nothing is not stored.
+    pub(super) fn update(
+        &self,
+        entry: &Entry,
+        change: impl FnOnce(&mut PipelineDefinition),
+    ) -> Result<(), ServiceError> {
+        let changed = {
+            let mut definition = entry.definition.lock().unwrap_or_else(|e| e.into_inner());
+            let before = definition.clone();
+            change(&mut definition);
+            if *definition == before {
+                return Ok(());
+            }
+            definition.revision = before.revision + 1;
+            definition.clone()
+        };
+        self.state.save_pipeline(&changed)?;
+        if let Some(cluster) = self.cluster.get() {
+            cluster.publish_definition(&changed);
+        }
+        Ok(())
+    }
+
+    /// Puts a pipeline defined elsewhere (stored, or in the cluster's state) into the
+    /// registry, not yet running.
+    pub(super) fn register(&self, definition: PipelineDefinition) -> Arc<Entry> {
+        let memory_mib = self
+            .pipeline_config(
+                &definition.tenant,
+                &definition.name,
+                &definition.config,
+                &definition.module,
+            )
+            .map_or(0, |c| c.guest_memory_mib());
+        let key = (definition.tenant.clone(), definition.name.clone());
+        let entry = Entry::new(definition, memory_mib);
+        self.pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, entry.clone());
+        entry
+    }
+
     /// Starts every stored pipeline that was running when the service last stopped.
     pub async fn restore(self: &Arc<Service>) -> Result<usize, ServiceError> {
         let definitions = self.state.pipelines()?;
         let count = definitions.len();
         for definition in definitions {
-            let memory_mib = self
-                .pipeline_config(
-                    &definition.tenant,
-                    &definition.name,
-                    &definition.config,
-                    &definition.module,
-                )
-                .map_or(0, |c| c.guest_memory_mib());
-            let entry = Entry::new(definition.clone(), memory_mib);
-            self.pipelines
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(
-                    (definition.tenant.clone(), definition.name.clone()),
-                    entry.clone(),
-                );
+            let entry = self.register(definition.clone());
             if definition.state == PipelineState::Running {
                 let mut control = entry.control.lock().await;
                 if let Err(e) = self.start(&entry, &mut control) {
                     tracing::error!(tenant = definition.tenant, pipeline = definition.name, error = %e, "A stored pipeline could not be restored; it is marked failed.");
-                    entry.update(&self.state, |d| {
+                    self.update(&entry, |d| {
                         d.state = PipelineState::Failed;
                         d.error = Some(e.to_string());
                     })?;
@@ -126,10 +166,11 @@ impl Service {
             &definition.config,
             &definition.module,
         )?;
-        entry.update(&self.state, |d| {
+        self.update(entry, |d| {
             d.state = PipelineState::Running;
             d.error = None;
         })?;
+        let definition_module = definition.module.clone();
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (swaps, swaps_rx) = mpsc::channel(1);
         let service = self.clone();
@@ -140,7 +181,8 @@ impl Service {
                 let (service, entry) = (service.clone(), entry.clone());
                 Guarded(Box::pin(async move {
                     let prepared = {
-                        let (entry, config) = (entry.clone(), config.clone());
+                        let (service, entry) = (service.clone(), entry.clone());
+                        let config = config.clone();
                         let (tenant, digest) = (definition.tenant, definition.module);
                         tokio::task::spawn_blocking(move || {
                             service.prepare_module(&entry, &config, &digest, &tenant)
@@ -167,7 +209,13 @@ impl Service {
                     )
                     .await
                     .map(|_| ())
-                    .map_err(|e| e.to_string())
+                    .or_else(|e| {
+                        match e.is_fenced() && service.cluster.get().is_some() {
+                            // Another node holds the pipeline's slot now and took over.
+                            true => Ok(()),
+                            false => Err(e.to_string()),
+                        }
+                    })
                 }))
             };
             let result = run.await.unwrap_or_else(|panic| {
@@ -178,6 +226,7 @@ impl Service {
             service.finished(&entry, result);
         });
         *control = Some(Running {
+            module: definition_module,
             shutdown,
             swaps,
             task,
@@ -194,11 +243,11 @@ impl Service {
         let stored = match result {
             Ok(()) => {
                 tracing::info!(tenant, pipeline = name, "A pipeline stopped.");
-                entry.update(&self.state, |d| d.stopped_at = stopped_at)
+                self.update(entry, |d| d.stopped_at = stopped_at)
             }
             Err(error) => {
                 tracing::error!(tenant, pipeline = name, %error, "A pipeline stopped with an error; it stays stopped until it is resumed or gets a new module.");
-                entry.update(&self.state, |d| {
+                self.update(entry, |d| {
                     d.state = PipelineState::Failed;
                     d.error = Some(error);
                     d.stopped_at = stopped_at;
@@ -213,6 +262,8 @@ impl Service {
     /// Stops every pipeline after it commits its work, keeping their states, so the
     /// next start resumes them.
     pub async fn shutdown(&self) {
+        // In a cluster, nothing starts a pipeline here any more.
+        self.stop_following();
         let entries: Vec<Arc<Entry>> = self
             .pipelines
             .lock()

@@ -1,0 +1,27 @@
+//! Several `sluice serve` nodes as one cluster, on Kafka's own machinery (the way Kafka
+//! Connect's distributed mode works):
+//!
+//! - **Slots** ([`slot_of`], [`Membership`]): a topic with one partition per slot, never
+//!   written to. Every node subscribes to it in the cluster's consumer group, so the
+//!   group protocol (cooperative-sticky: only moved slots change hands) decides which
+//!   node holds which slot. A pipeline lives in the slot its tenant and name hash to;
+//!   the node holding the slot runs it.
+//! - **Shared state** ([`StateLog`]): a compacted topic of keyed records (pipeline
+//!   definitions, module lists, module bytes in [`blob`] chunks) that every node reads
+//!   from the beginning and writes through. A node with an empty disk catches up from it.
+//!
+//! Correctness never rests on a clean rebalance: a pipeline's new owner initialises its
+//! transactions under the pipeline's transactional id, which fences a slow old owner.
+
+pub mod blob;
+mod config;
+mod error;
+mod log;
+mod membership;
+mod slot;
+
+pub use config::ClusterConfig;
+pub use error::ClusterError;
+pub use log::{StateLog, StateRecord};
+pub use membership::{Membership, SlotChange};
+pub use slot::slot_of;

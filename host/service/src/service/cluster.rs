@@ -1,0 +1,469 @@
+//! Cluster mode: the shared state through Kafka and the slots this node holds. The
+//! API's writes go to the state topic; every node applies each record in topic order,
+//! and the node holding a pipeline's slot runs it. Without `[cluster]` none of this
+//! runs and the node owns every pipeline.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use sluice_cluster::blob::{self, Assembler, ChunkKey};
+use sluice_cluster::{
+    ClusterConfig, ClusterError, Membership, SlotChange, StateLog, StateRecord, slot_of,
+};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::Service;
+use super::registry::{Entry, stop};
+use crate::error::ServiceError;
+use crate::store::{ModuleEntry, PipelineDefinition, PipelineState};
+
+/// A node's part in its cluster.
+pub(super) struct ClusterPart {
+    config: ClusterConfig,
+    node: String,
+    log: Arc<StateLog>,
+    /// Definitions a pipeline's owner changed, written in order by a task of their own.
+    publishes: mpsc::UnboundedSender<PipelineDefinition>,
+    /// The offset of the next record to apply: the records before it are applied.
+    applied: watch::Sender<i64>,
+    held: Mutex<BTreeSet<u32>>,
+    membership: Mutex<Option<Membership>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// What `GET /v1/cluster` shows of a node.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeView {
+    /// The cluster's name.
+    pub cluster: String,
+    /// This node's name.
+    pub node: String,
+    /// The slots this node holds.
+    pub slots: Vec<u32>,
+    /// Of how many.
+    pub slot_count: u32,
+    /// The pipelines running on this node, as `tenant/name`.
+    pub running: Vec<String>,
+}
+
+fn cluster_error(e: ClusterError) -> ServiceError {
+    ServiceError::Cluster(e.to_string())
+}
+
+fn pipeline_key(tenant: &str, name: &str) -> String {
+    format!("pipeline/{tenant}/{name}")
+}
+
+fn module_key(tenant: &str, digest: &str) -> String {
+    format!("module/{tenant}/{digest}")
+}
+
+impl ClusterPart {
+    /// Queues a definition for the state topic (a change its owner made).
+    pub(super) fn publish_definition(&self, definition: &PipelineDefinition) {
+        let _ = self.publishes.send(definition.clone());
+    }
+
+    /// Writes a record and waits until this node has applied it, so what the caller
+    /// reads next includes it.
+    async fn write_and_apply(&self, key: &str, value: Option<&[u8]>) -> Result<(), ServiceError> {
+        let offset = self.log.write(key, value).await.map_err(cluster_error)?;
+        let mut applied = self.applied.subscribe();
+        let _ = applied.wait_for(|next| *next > offset).await;
+        Ok(())
+    }
+}
+
+impl Service {
+    /// Joins the cluster `[cluster]` names: reads the shared state to its end, then
+    /// takes part in the group that assigns slots. Call instead of
+    /// [`Service::restore`].
+    pub async fn join_cluster(self: &Arc<Service>) -> Result<(), ServiceError> {
+        let config = self
+            .config
+            .cluster
+            .clone()
+            .expect("join_cluster runs with a [cluster] section");
+        let node = config
+            .node
+            .clone()
+            .unwrap_or_else(|| self.config.server.listen.to_string());
+        let (log, records) = StateLog::open(&config, &node)
+            .await
+            .map_err(cluster_error)?;
+        let replay_end = log.replay_end();
+        let log = Arc::new(log);
+        let (publishes, to_publish) = mpsc::unbounded_channel();
+        let part = Arc::new(ClusterPart {
+            config: config.clone(),
+            node: node.clone(),
+            log: log.clone(),
+            publishes,
+            applied: watch::channel(0).0,
+            held: Mutex::default(),
+            membership: Mutex::default(),
+            tasks: Mutex::default(),
+        });
+        if self.cluster.set(part.clone()).is_err() {
+            return Err(ServiceError::Cluster(
+                "the node joined its cluster twice".into(),
+            ));
+        }
+        let publisher = tokio::spawn(publish(log, to_publish));
+        let applier = tokio::spawn(self.clone().apply_records(records));
+        // Every definition is known before any slot is: a slot's pipelines start from
+        // the whole state.
+        let mut applied = part.applied.subscribe();
+        let _ = applied.wait_for(|next| *next >= replay_end).await;
+        tracing::info!(
+            cluster = config.name,
+            node,
+            pipelines = self.entries().len(),
+            "The node read the cluster's state."
+        );
+        let (changes, slot_changes) = mpsc::unbounded_channel();
+        let membership = Membership::join(&config, &node, changes)
+            .await
+            .map_err(cluster_error)?;
+        *part.membership.lock().unwrap_or_else(|e| e.into_inner()) = Some(membership);
+        let follower = tokio::spawn(self.clone().follow_slots(slot_changes));
+        part.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend([publisher, applier, follower]);
+        self.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Stops applying the shared state and following the slots: nothing starts a
+    /// pipeline on this node any more.
+    pub(super) fn stop_following(&self) {
+        if let Some(part) = self.cluster.get() {
+            for task in part
+                .tasks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..)
+            {
+                task.abort();
+            }
+        }
+    }
+
+    /// Leaves the cluster after this node's pipelines stopped: its slots go to the
+    /// other nodes at once.
+    pub async fn leave_cluster(&self) {
+        let Some(part) = self.cluster.get() else {
+            return;
+        };
+        let membership = part
+            .membership
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let _ = tokio::task::spawn_blocking(move || drop(membership)).await;
+        tracing::info!(node = part.node, "The node left its cluster.");
+    }
+
+    /// Whether this node runs pipeline `name` of `tenant`: always when alone, else
+    /// when it holds the pipeline's slot.
+    pub(super) fn owns(&self, tenant: &str, name: &str) -> bool {
+        match self.cluster.get() {
+            None => true,
+            Some(part) => part
+                .held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&slot_of(tenant, name, part.config.slots)),
+        }
+    }
+
+    /// The node's cluster, when it is in one.
+    pub(super) fn cluster_part(&self) -> Option<&Arc<ClusterPart>> {
+        self.cluster.get()
+    }
+
+    /// Writes a pipeline's changed definition to the shared state and waits until this
+    /// node applied it (and, when it runs the pipeline, acted on it).
+    pub(super) async fn write_change(
+        &self,
+        part: &ClusterPart,
+        entry: &Entry,
+        change: impl FnOnce(&mut PipelineDefinition),
+    ) -> Result<(), ServiceError> {
+        let mut definition = entry.definition();
+        change(&mut definition);
+        definition.revision += 1;
+        self.write_definition(part, &definition).await
+    }
+
+    /// Writes a definition to the shared state and waits until this node applied it.
+    pub(super) async fn write_definition(
+        &self,
+        part: &ClusterPart,
+        definition: &PipelineDefinition,
+    ) -> Result<(), ServiceError> {
+        let json = serde_json::to_vec(definition).expect("a definition serialises");
+        let key = pipeline_key(&definition.tenant, &definition.name);
+        part.write_and_apply(&key, Some(&json)).await
+    }
+
+    /// Removes a pipeline from the shared state; its owner stops it.
+    pub(super) async fn write_removal(
+        &self,
+        part: &ClusterPart,
+        tenant: &str,
+        name: &str,
+    ) -> Result<(), ServiceError> {
+        part.write_and_apply(&pipeline_key(tenant, name), None)
+            .await
+    }
+
+    /// Writes an uploaded module to the shared state (its bytes in chunks first) and
+    /// waits until this node applied it.
+    pub(super) async fn write_module(
+        &self,
+        part: &ClusterPart,
+        tenant: &str,
+        entry: &ModuleEntry,
+        bytes: &[u8],
+    ) -> Result<(), ServiceError> {
+        for (key, chunk) in blob::chunks(&entry.digest, bytes) {
+            part.log
+                .write(&key.key(), Some(chunk))
+                .await
+                .map_err(cluster_error)?;
+        }
+        let json = serde_json::to_vec(entry).expect("a module entry serialises");
+        part.write_and_apply(&module_key(tenant, &entry.digest), Some(&json))
+            .await
+    }
+
+    /// What this node holds and runs.
+    pub fn node_view(&self) -> Option<NodeView> {
+        let part = self.cluster.get()?;
+        let slots = part
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        let running = self
+            .entries()
+            .iter()
+            .filter(|entry| {
+                entry
+                    .control
+                    .try_lock()
+                    .map_or(true, |control| Entry::is_running(&control))
+            })
+            .map(|entry| {
+                let definition = entry.definition();
+                format!("{}/{}", definition.tenant, definition.name)
+            })
+            .collect();
+        Some(NodeView {
+            cluster: part.config.name.clone(),
+            node: part.node.clone(),
+            slots,
+            slot_count: part.config.slots,
+            running,
+        })
+    }
+
+    /// Applies the shared state's records in order, for as long as they come.
+    async fn apply_records(self: Arc<Service>, mut records: mpsc::UnboundedReceiver<StateRecord>) {
+        let mut assembler = Assembler::default();
+        while let Some(record) = records.recv().await {
+            let offset = record.offset;
+            if let Err(e) = self.apply(record, &mut assembler).await {
+                tracing::error!(offset, error = %e, "A record of the cluster's state could not be applied; it is skipped.");
+            }
+            if let Some(part) = self.cluster.get() {
+                part.applied.send_replace(offset + 1);
+            }
+        }
+    }
+
+    async fn apply(
+        self: &Arc<Service>,
+        record: StateRecord,
+        assembler: &mut Assembler,
+    ) -> Result<(), ServiceError> {
+        let bad = |what: &str, e: serde_json::Error| {
+            ServiceError::Cluster(format!("{what} `{}` is unreadable: {e}", record.key))
+        };
+        if let Some(chunk) = ChunkKey::parse(&record.key) {
+            if !self.state.has_module_bytes(&chunk.digest)
+                && let Some(whole) = assembler.add(&chunk, record.value.unwrap_or_default())
+            {
+                let bytes = whole.map_err(cluster_error)?;
+                self.state.save_module_bytes(&chunk.digest, &bytes)?;
+            }
+        } else if let Some(rest) = record.key.strip_prefix("module/") {
+            let Some((tenant, _)) = rest.split_once('/') else {
+                return Ok(());
+            };
+            if let Some(json) = &record.value {
+                let entry: ModuleEntry =
+                    serde_json::from_slice(json).map_err(|e| bad("module", e))?;
+                self.state.save_module_entry(tenant, &entry)?;
+            }
+        } else if let Some(rest) = record.key.strip_prefix("pipeline/") {
+            let Some((tenant, name)) = rest.split_once('/') else {
+                return Ok(());
+            };
+            match &record.value {
+                Some(json) => {
+                    let definition: PipelineDefinition =
+                        serde_json::from_slice(json).map_err(|e| bad("pipeline", e))?;
+                    self.apply_definition(definition).await?;
+                }
+                None => self.apply_removal(tenant, name).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a pipeline's definition from the shared state; the node holding its slot
+    /// acts on it.
+    async fn apply_definition(
+        self: &Arc<Service>,
+        definition: PipelineDefinition,
+    ) -> Result<(), ServiceError> {
+        let existing = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(definition.tenant.clone(), definition.name.clone()))
+            .cloned();
+        let entry = match existing {
+            Some(entry) => {
+                if !entry.replace(definition.clone()) {
+                    return Ok(());
+                }
+                entry
+            }
+            None => self.register(definition.clone()),
+        };
+        self.state.save_pipeline(&definition)?;
+        self.reconcile(&entry).await;
+        Ok(())
+    }
+
+    async fn apply_removal(&self, tenant: &str, name: &str) -> Result<(), ServiceError> {
+        let removed = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(tenant.to_string(), name.to_string()));
+        if let Some(entry) = removed {
+            let mut control = entry.control.lock().await;
+            stop(control.take()).await;
+        }
+        self.state.remove_pipeline(tenant, name)
+    }
+
+    /// Brings a pipeline's task in line with its definition and this node's slots:
+    /// started when it should run here, switched to its module, stopped when not.
+    pub(super) async fn reconcile(self: &Arc<Service>, entry: &Arc<Entry>) {
+        let mut control = entry.control.lock().await;
+        let definition = entry.definition();
+        let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
+        let should_run = definition.state == PipelineState::Running && self.owns(tenant, name);
+        let runs = Entry::is_running(&control);
+        if should_run && !runs {
+            if let Err(e) = self.start(entry, &mut control) {
+                tracing::error!(tenant, pipeline = name, error = %e, "A pipeline could not be started; it is marked failed.");
+                let failed = self.update(entry, |d| {
+                    d.state = PipelineState::Failed;
+                    d.error = Some(e.to_string());
+                });
+                if let Err(e) = failed {
+                    tracing::error!(tenant, pipeline = name, error = %e, "A pipeline's status could not be stored.");
+                }
+            }
+        } else if should_run {
+            let module = control
+                .as_ref()
+                .map(|r| r.module.clone())
+                .unwrap_or_default();
+            if module != definition.module
+                && let Err(e) = self.switch_to(entry, &mut control, &definition).await
+            {
+                tracing::warn!(tenant, pipeline = name, module = definition.module, error = %e, "A module swap failed on the node that runs the pipeline.");
+            }
+        } else if runs {
+            stop(control.take()).await;
+        }
+    }
+
+    /// Follows the slots the group gives and takes from this node.
+    async fn follow_slots(self: Arc<Service>, mut changes: mpsc::UnboundedReceiver<SlotChange>) {
+        while let Some(change) = changes.recv().await {
+            let Some(part) = self.cluster.get() else {
+                return;
+            };
+            let slots = part.config.slots;
+            match change {
+                SlotChange::Assigned(assigned) => {
+                    tracing::info!(node = part.node, slots = ?assigned, "The node holds more slots.");
+                    let assigned: BTreeSet<u32> = assigned.into_iter().collect();
+                    part.held
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend(assigned.iter().copied());
+                    for entry in self.entries_in(&assigned, slots) {
+                        self.reconcile(&entry).await;
+                    }
+                }
+                SlotChange::Revoked {
+                    slots: revoked,
+                    lost,
+                    done,
+                } => {
+                    tracing::info!(node = part.node, slots = ?revoked, lost, "The node gives up slots.");
+                    let revoked: BTreeSet<u32> = revoked.into_iter().collect();
+                    part.held
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .retain(|slot| !revoked.contains(slot));
+                    for entry in self.entries_in(&revoked, slots) {
+                        let mut control = entry.control.lock().await;
+                        match (lost, control.take()) {
+                            // Another node may run it already and has fenced this copy:
+                            // nothing of it can be committed.
+                            (true, Some(running)) => running.task.abort(),
+                            (_, running) => stop(running).await,
+                        }
+                    }
+                    drop(done);
+                }
+            }
+        }
+    }
+
+    fn entries_in(&self, slots: &BTreeSet<u32>, count: u32) -> Vec<Arc<Entry>> {
+        self.entries()
+            .into_iter()
+            .filter(|entry| {
+                let definition = entry.definition();
+                slots.contains(&slot_of(&definition.tenant, &definition.name, count))
+            })
+            .collect()
+    }
+}
+
+/// Writes the definitions owners changed, in the order they changed them.
+async fn publish(log: Arc<StateLog>, mut definitions: mpsc::UnboundedReceiver<PipelineDefinition>) {
+    while let Some(definition) = definitions.recv().await {
+        let json = serde_json::to_vec(&definition).expect("a definition serialises");
+        let key = pipeline_key(&definition.tenant, &definition.name);
+        if let Err(e) = log.write(&key, Some(&json)).await {
+            tracing::error!(error = %e, "A pipeline's status could not be written to the cluster's state.");
+        }
+    }
+}
