@@ -11,8 +11,8 @@
 //! header of that name.
 
 use sluice_transform::{
-    Batch, BatchBuilder, ChangeType, Column, Error, JsonObject, Output, Params, Record, Transform,
-    Value, spark_substring,
+    Batch, BatchBuilder, ChangeType, Column, Error, JsonKey, JsonObject, Output, Params, Record,
+    Transform, Value, spark_substring,
 };
 
 /// The gold columns: name in the record, source column, whether to cut an ObjectId.
@@ -67,8 +67,8 @@ impl Transform for GoldDeals {
         let ids = batch.column("documentId")?;
         let fields = GOLD_FIELDS
             .iter()
-            .map(|&(name, column, cut)| Ok((name, batch.column(column)?, cut)))
-            .collect::<Result<Vec<(&str, Column<'_>, bool)>, Error>>()?;
+            .map(|&(name, column, cut)| Ok((JsonKey::new(name), batch.column(column)?, cut)))
+            .collect::<Result<Vec<(JsonKey, Column<'_>, bool)>, Error>>()?;
         let mut json = String::new();
         for row in batch.rows()? {
             let change = row.change_type();
@@ -99,14 +99,14 @@ impl Transform for GoldDeals {
 }
 
 /// The gold JSON of row `index`, written into `buffer`'s allocation.
-fn gold_json(fields: &[(&str, Column<'_>, bool)], index: usize, buffer: String) -> String {
+fn gold_json(fields: &[(JsonKey, Column<'_>, bool)], index: usize, buffer: String) -> String {
     let mut object = JsonObject::in_buffer(buffer);
-    for (name, column, cut) in fields {
+    for (key, column, cut) in fields {
         let value = match column.value(index) {
             Value::Str(s) if *cut => Value::Str(spark_substring(s, 11, 24)),
             value => value,
         };
-        object.push(name, &value);
+        object.push_keyed(key, &value);
     }
     object.finish()
 }

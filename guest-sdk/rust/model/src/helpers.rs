@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use arrow_array::RecordBatch;
 
 use crate::column::Column;
-use crate::json::JsonObject;
+use crate::json::{JsonKey, JsonObject};
 use crate::packed::{PackedRecords, Record};
 use crate::text::spark_substring;
 use crate::value::{ChangeType, Value};
@@ -404,13 +404,13 @@ pub fn encode(
         .as_ref()
         .map(|k| Prepared::new(batch, k))
         .transpose()?;
-    let fields: Vec<(&str, Prepared<'_>)> = match &spec.value {
+    let fields: Vec<(JsonKey, Prepared<'_>)> = match &spec.value {
         ValueEncoding::Json(fields) => fields
             .iter()
-            .map(|(name, value)| Ok((name.as_str(), Prepared::new(batch, value)?)))
+            .map(|(name, value)| Ok((JsonKey::new(name), Prepared::new(batch, value)?)))
             .collect::<Result<_, HelperError>>()?,
         ValueEncoding::JsonRow => crate::column::top_level(batch, &CHANGE_COLUMNS)
-            .map(|(name, values)| (name, Prepared::Column(values)))
+            .map(|(name, values)| (JsonKey::new(name), Prepared::Column(values)))
             .collect(),
         ValueEncoding::Tombstone => Vec::new(),
     };
@@ -440,8 +440,8 @@ pub fn encode(
             true => None,
             false => {
                 let mut object = JsonObject::in_buffer(std::mem::take(&mut json));
-                for (name, field) in &fields {
-                    object.push(name, &field.value(row_index));
+                for (key, field) in &fields {
+                    object.push_keyed(key, &field.value(row_index));
                 }
                 json = object.finish();
                 Some(json.as_bytes())

@@ -16,7 +16,7 @@ mod time;
 mod value;
 
 pub use column::{Column, ColumnError, LeafColumn, leaf_columns};
-pub use json::{JsonObject, write_json_string, write_json_value};
+pub use json::{JsonKey, JsonObject, write_json_string, write_json_value};
 pub use packed::{PackedError, PackedRecords, Record};
 pub use text::spark_substring;
 pub use time::{format_date, format_timestamp_micros, format_timestamp_ntz_micros};

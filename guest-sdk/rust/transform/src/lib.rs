@@ -53,7 +53,7 @@ pub use sluice_model::helpers::{
     Comparison, EncodeSpec, FieldValue, Predicate, Scalar, ValueEncoding,
 };
 pub use sluice_model::{
-    ChangeType, Column, JsonObject, Record, Value, format_date, format_timestamp_micros,
+    ChangeType, Column, JsonKey, JsonObject, Record, Value, format_date, format_timestamp_micros,
     spark_substring,
 };
 
