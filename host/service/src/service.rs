@@ -268,11 +268,17 @@ impl Service {
             return self.status_of(&entry);
         };
         let mut control = entry.control.lock().await;
-        if let Err(e) = self.start(&entry, &mut control) {
+        // Stored before it starts: a crash right after the answer keeps the pipeline.
+        let started = self
+            .state
+            .save_pipeline(&definition)
+            .and_then(|()| self.start(&entry, &mut control));
+        if let Err(e) = started {
             self.pipelines
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&(tenant.to_string(), name.to_string()));
+            let _ = self.state.remove_pipeline(tenant, name);
             return Err(e);
         }
         drop(control);

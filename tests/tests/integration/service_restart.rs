@@ -89,3 +89,32 @@ fn a_restarted_service_resumes_fifty_pipelines() {
         assert_eq!(values.len(), expected, "pipeline p{i}: no row repeated");
     }
 }
+
+#[test]
+fn a_pipeline_created_just_before_a_crash_is_still_there_after_it() {
+    let passthrough = transform_component("passthrough");
+    let tables = tempfile::tempdir().unwrap();
+    let table = tables.path().join("deals");
+    deals_table(&table, &["create", "--rows", "5"]);
+    let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
+    let mut serve = Serve::start(
+        &[TenantSpec {
+            name: "crashy",
+            limits: "",
+            kafka: &kafka,
+        }],
+        "",
+        "",
+    );
+    let digest = serve.upload("crashy", &passthrough, "passthrough");
+    let topic = unique_topic("crashy");
+    let name = format!("p-{}", topic.rsplit('-').next().unwrap());
+    let config = pipeline_config(&table, &topic, None, Extra::default());
+    serve.create("crashy", &name, &config, &digest);
+    // SIGKILL: nothing is written on the way down.
+    serve.kill();
+    serve.restart();
+    assert_eq!(serve.status("crashy", &name)["state"], "running");
+    serve.wait_caught_up("crashy", &name, 0, Duration::from_secs(120));
+    assert_eq!(consume_all(&topic).len(), 5, "every change row once");
+}
