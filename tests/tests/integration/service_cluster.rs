@@ -159,6 +159,54 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
     let (tenant, name) = &pipelines[0];
     let status: Value = survivors[0].status(tenant, name);
     assert_eq!(status["state"], "running");
+
+    // A deploy through the node that does not run the pipeline: the node that runs it
+    // switches at a batch boundary, and the next commit's records are the new module's.
+    let pipeline = format!("{tenant}/{name}");
+    let (runner, other): (Vec<&Serve>, Vec<&Serve>) = survivors
+        .iter()
+        .partition(|node| running_on(node).contains(&pipeline));
+    let (runner, other) = (runner[0], other[0]);
+    let green = other.upload(tenant, &transform_component("tagged/green"), "green");
+    let (code, report) = other.call(
+        "POST",
+        &format!("/v1/tenants/{tenant}/pipelines/{name}/deploy"),
+        Some(other.token(tenant)),
+        Some(serde_json::json!({ "module": green })),
+    );
+    assert_eq!(code, 200, "the deploy is accepted: {report}");
+    assert_eq!(report["outcome"], "stored", "{report}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !runner
+        .log()
+        .lines()
+        .any(|line| line.contains("Switched the pipeline to a new module") && line.contains(&green))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the running node did not switch within a minute:\n{}",
+            runner.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    deals_table(&tables[0], &["append", "--start", "120", "--rows", "40"]);
+    wait_records(&topics[..1], 160, &survivors);
+    let records = consume_all(&topics[0]);
+    assert_eq!(
+        records.len(),
+        160,
+        "every change row once across the switch"
+    );
+    let tagged =
+        |r: &sluice_tests::Consumed| r.headers.iter().any(|(k, v)| k == "tag" && v == "green");
+    assert!(
+        records[..120].iter().all(|r| !tagged(r)),
+        "the old module made the first 120"
+    );
+    assert!(
+        records[120..].iter().all(tagged),
+        "the new module made the last 40"
+    );
     for node in nodes.iter_mut() {
         if node.is_running() {
             assert!(node.stop(), "a node stops cleanly:\n{}", node.log());
