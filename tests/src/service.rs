@@ -156,6 +156,17 @@ impl Serve {
         let _ = child.wait();
     }
 
+    /// Sends the service a signal (`STOP` freezes it, `CONT` wakes it).
+    pub fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("the service is running");
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// The service's peak resident set size so far, in bytes (`VmHWM`).
     pub fn peak_rss(&self) -> Option<u64> {
         crate::vm_hwm(self.child.as_ref()?.id())
