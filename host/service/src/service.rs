@@ -338,7 +338,7 @@ impl Service {
             return self.status_of(&entry);
         }
         let mut control = entry.control.lock().await;
-        if control.as_ref().is_some_and(|r| !r.task.is_finished()) {
+        if Entry::is_running(&control) {
             return Err(ServiceError::Conflict(format!(
                 "pipeline {name} is running"
             )));

@@ -254,15 +254,18 @@ impl Service {
         let running = self
             .entries()
             .iter()
-            .filter(|entry| {
-                entry
-                    .control
-                    .try_lock()
-                    .map_or(true, |control| Entry::is_running(&control))
-            })
-            .map(|entry| {
+            .filter_map(|entry| {
                 let definition = entry.definition();
-                format!("{}/{}", definition.tenant, definition.name)
+                // A pipeline being started or stopped right now counts by what it should
+                // be when that is done.
+                let runs = entry.control.try_lock().map_or_else(
+                    |_| {
+                        definition.state == PipelineState::Running
+                            && self.owns(&definition.tenant, &definition.name)
+                    },
+                    |control| Entry::is_running(&control),
+                );
+                runs.then(|| format!("{}/{}", definition.tenant, definition.name))
             })
             .collect();
         Some(NodeView {

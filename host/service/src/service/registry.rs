@@ -264,13 +264,7 @@ impl Service {
     pub async fn shutdown(&self) {
         // In a cluster, nothing starts a pipeline here any more.
         self.stop_following();
-        let entries: Vec<Arc<Entry>> = self
-            .pipelines
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let entries = self.entries();
         // All at once: each waits for its own batch boundary and commit.
         let stopping: Vec<_> = entries
             .into_iter()

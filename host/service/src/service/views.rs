@@ -150,25 +150,14 @@ impl Service {
         if *caller != Caller::Operator {
             return Err(ServiceError::OperatorOnly("read every tenant's metrics"));
         }
-        let entries: Vec<Arc<Entry>> = self
-            .pipelines
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let entries = self.entries();
         entries.iter().map(|e| self.status_of(e)).collect()
     }
 
     /// Takes a sample of each pipeline's rows counter, for its rate.
     pub fn sample_rates(&self) {
         let now = Instant::now();
-        for entry in self
-            .pipelines
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-        {
+        for entry in self.entries() {
             let rows = entry.metrics.snapshot().rows_in;
             let mut rates = entry.rates.lock().unwrap_or_else(|e| e.into_inner());
             if rates.len() == RATE_SAMPLES {
