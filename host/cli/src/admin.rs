@@ -1,5 +1,5 @@
-//! `sluice module` and `sluice pipeline`: the admin API of a running `sluice serve`,
-//! from the command line.
+//! `sluice module`, `sluice pipeline` and `sluice tenant`: the admin API of a running
+//! `sluice serve`, from the command line.
 
 use std::io::{BufRead as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -7,19 +7,57 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
+use sha2::Digest as _;
 
-/// Which service to talk to, and as whom.
+/// Which service to talk to, and with which token.
 #[derive(Args)]
-pub struct ServerArgs {
-    /// The service's address.
+pub struct ConnectArgs {
+    /// The service's address (any node of a cluster).
     #[arg(long, env = "SLUICE_SERVER", default_value = "http://127.0.0.1:8470")]
     server: String,
     /// File holding your token (or set SLUICE_TOKEN).
     #[arg(long, env = "SLUICE_TOKEN_FILE")]
     token_file: Option<PathBuf>,
+}
+
+/// Which service to talk to, and for which tenant.
+#[derive(Args)]
+pub struct ServerArgs {
+    #[command(flatten)]
+    connect: ConnectArgs,
     /// The tenant to act for.
     #[arg(long, env = "SLUICE_TENANT")]
     tenant: String,
+}
+
+/// What to do with tenants (operator token).
+#[derive(Subcommand)]
+pub enum TenantAction {
+    /// List the tenants.
+    List,
+    /// Show a tenant's limits and settings as JSON (secrets redacted).
+    Show {
+        /// The tenant's name.
+        name: String,
+    },
+    /// Add a tenant, or change one added before; its pipelines take changed settings
+    /// when they next start.
+    Put {
+        /// The tenant's name.
+        name: String,
+        /// Its limits and settings: the keys of `[tenants.<name>]` in the service's
+        /// config, without a token.
+        #[arg(long, short)]
+        config: PathBuf,
+        /// File holding the tenant's token: only its SHA-256 is sent.
+        #[arg(long)]
+        tenant_token_file: PathBuf,
+    },
+    /// Remove a tenant that has no pipelines.
+    Delete {
+        /// The tenant's name.
+        name: String,
+    },
 }
 
 /// What to do with modules.
@@ -109,6 +147,11 @@ struct Client {
 
 impl Client {
     fn new(args: &ServerArgs) -> anyhow::Result<Client> {
+        Client::at(&args.connect, &format!("/v1/tenants/{}", args.tenant))
+    }
+
+    /// A client for the API paths under `base`.
+    fn at(args: &ConnectArgs, base: &str) -> anyhow::Result<Client> {
         let token = match (&args.token_file, std::env::var("SLUICE_TOKEN")) {
             (Some(file), _) => std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read the token file {}", file.display()))?,
@@ -121,11 +164,7 @@ impl Client {
             .into();
         Ok(Client {
             agent,
-            base: format!(
-                "{}/v1/tenants/{}",
-                args.server.trim_end_matches('/'),
-                args.tenant
-            ),
+            base: format!("{}{base}", args.server.trim_end_matches('/')),
             token: format!("Bearer {}", token.trim()),
         })
     }
@@ -239,6 +278,56 @@ pub fn module(server: &ServerArgs, action: ModuleAction) -> anyhow::Result<()> {
     match action {
         ModuleAction::Push { file, name } => print(&client.push(&file, name.as_deref())?),
         ModuleAction::List => print(&client.get("/modules")?),
+    }
+}
+
+/// Runs a `sluice tenant` command.
+pub fn tenant(connect: &ConnectArgs, action: TenantAction) -> anyhow::Result<()> {
+    let client = Client::at(connect, "/v1/tenants")?;
+    match action {
+        TenantAction::List => {
+            let list = client.get("")?;
+            println!(
+                "{:<24} {:<12} {:>9} {:>13}",
+                "TENANT", "SOURCE", "PIPELINES", "MAX PIPELINES"
+            );
+            for t in list.as_array().into_iter().flatten() {
+                println!(
+                    "{:<24} {:<12} {:>9} {:>13}",
+                    t["name"].as_str().unwrap_or_default(),
+                    t["source"].as_str().unwrap_or_default(),
+                    t["pipelines"],
+                    t["settings"]["max_pipelines"]
+                );
+            }
+            Ok(())
+        }
+        TenantAction::Show { name } => print(&client.get(&format!("/{name}"))?),
+        TenantAction::Put {
+            name,
+            config,
+            tenant_token_file,
+        } => {
+            let text = std::fs::read_to_string(&config)
+                .with_context(|| format!("cannot read {}", config.display()))?;
+            let mut settings: sluice_service::TenantConfig = toml::from_str(&text)
+                .with_context(|| format!("{} is not a tenant's settings", config.display()))?;
+            let token = std::fs::read_to_string(&tenant_token_file).with_context(|| {
+                format!("cannot read the token file {}", tenant_token_file.display())
+            })?;
+            if token.trim().len() < 16 {
+                bail!("The tenant's token must be at least 16 characters.");
+            }
+            let digest = sha2::Sha256::digest(token.trim().as_bytes());
+            settings.token_sha256 = Some(digest.iter().map(|b| format!("{b:02x}")).collect());
+            let body = serde_json::to_value(&settings)?;
+            print(&client.send("PUT", &format!("/{name}"), Some(body))?)
+        }
+        TenantAction::Delete { name } => {
+            client.send("DELETE", &format!("/{name}"), None)?;
+            println!("Tenant {name} was removed.");
+            Ok(())
+        }
     }
 }
 

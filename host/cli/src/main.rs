@@ -100,6 +100,13 @@ enum Command {
         #[command(subcommand)]
         action: admin::PipelineAction,
     },
+    /// Add, change, list and remove tenants on a running service (operator token).
+    Tenant {
+        #[command(flatten)]
+        server: admin::ConnectArgs,
+        #[command(subcommand)]
+        action: admin::TenantAction,
+    },
     /// Show or reset a pipeline's stored position.
     Position {
         #[command(subcommand)]
@@ -333,6 +340,9 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Pipeline { server, action } => {
             tokio::task::spawn_blocking(move || admin::pipeline(&server, action)).await?
+        }
+        Command::Tenant { server, action } => {
+            tokio::task::spawn_blocking(move || admin::tenant(&server, action)).await?
         }
         Command::Build {
             dir,

@@ -17,6 +17,7 @@ use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 
 use crate::auth::Caller;
+use crate::config::TenantConfig;
 use crate::error::ServiceError;
 use crate::service::{CreatePipeline, Deploy, Service};
 
@@ -72,13 +73,12 @@ impl FromRequestParts<Arc<Service>> for Caller {
 
 /// The API's routes over `service`.
 pub fn router(service: Arc<Service>) -> Router {
-    let largest_module_mib = service
-        .config()
+    let config = service.config();
+    let largest_module_mib = config
         .tenants
         .values()
         .map(|t| t.max_module_mib)
-        .max()
-        .unwrap_or(0);
+        .fold(config.limits.max_module_mib, usize::max);
     let pipeline = "/v1/tenants/{tenant}/pipelines/{name}";
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
@@ -89,6 +89,11 @@ pub fn router(service: Arc<Service>) -> Router {
             get(list_modules).post(upload_module),
         )
         .route("/v1/cluster", get(cluster))
+        .route("/v1/tenants", get(list_tenants))
+        .route(
+            "/v1/tenants/{tenant}",
+            get(tenant).put(put_tenant).delete(delete_tenant),
+        )
         .route("/v1/tenants/{tenant}/pipelines", get(list_pipelines))
         .route(pipeline, get(status).put(create).delete(delete))
         .route(&format!("{pipeline}/deploy"), post(deploy))
@@ -179,6 +184,36 @@ async fn cluster(State(service): Shared, caller: Caller) -> Reply<Response> {
         }
         .into()),
     }
+}
+
+async fn list_tenants(State(service): Shared, caller: Caller) -> Reply<Response> {
+    Ok(Json(service.tenant_views(&caller)?).into_response())
+}
+
+async fn tenant(
+    State(service): Shared,
+    caller: Caller,
+    Path(tenant): Path<String>,
+) -> Reply<Response> {
+    Ok(Json(service.tenant_view(&caller, &tenant)?).into_response())
+}
+
+async fn put_tenant(
+    State(service): Shared,
+    caller: Caller,
+    Path(tenant): Path<String>,
+    Json(settings): Json<TenantConfig>,
+) -> Reply<Response> {
+    Ok(Json(service.put_tenant(&caller, &tenant, settings).await?).into_response())
+}
+
+async fn delete_tenant(
+    State(service): Shared,
+    caller: Caller,
+    Path(tenant): Path<String>,
+) -> Reply<Response> {
+    service.delete_tenant(&caller, &tenant).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 #[derive(Deserialize)]

@@ -1,8 +1,12 @@
 //! Who is calling: the operator, or one tenant, told apart by bearer token.
 
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::RwLock;
+
 use sha2::{Digest as _, Sha256};
 
-use crate::config::ServeConfig;
+use crate::config::{ServeConfig, TenantConfig};
 use crate::error::ServiceError;
 
 /// The caller of a request.
@@ -27,10 +31,11 @@ impl Caller {
     }
 }
 
-/// The known tokens, kept only as SHA-256 hashes.
+/// The known tokens, kept only as SHA-256 hashes. Tenants come and go while the
+/// service runs (the operator API adds and removes them).
 pub struct Tokens {
     operator: [u8; 32],
-    tenants: Vec<([u8; 32], String)>,
+    tenants: RwLock<BTreeMap<String, [u8; 32]>>,
 }
 
 fn hash(token: &str) -> [u8; 32] {
@@ -42,37 +47,95 @@ fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Reads a token file: the hash of its token, which must be at least 16 characters.
+fn read_token(path: &Path, whose: &str) -> Result<[u8; 32], ServiceError> {
+    let token = std::fs::read_to_string(path).map_err(|e| ServiceError::Config {
+        path: path.to_path_buf(),
+        message: format!("the {whose} token file cannot be read: {e}"),
+    })?;
+    if token.trim().len() < 16 {
+        return Err(ServiceError::Config {
+            path: path.to_path_buf(),
+            message: format!("the {whose} token must be at least 16 characters"),
+        });
+    }
+    Ok(hash(&token))
+}
+
+/// The hash a tenant's config gives for its token: its token file's, or its
+/// `token_sha256` (checked to be 64 hex digits by [`TenantConfig::validate`]).
+pub fn tenant_token(name: &str, tenant: &TenantConfig) -> Result<[u8; 32], ServiceError> {
+    if let Some(file) = &tenant.token_file {
+        return read_token(file, &format!("tenant {name}'s"));
+    }
+    let hex = tenant.token_sha256.as_deref().unwrap_or_default();
+    let mut digest = [0u8; 32];
+    for (byte, pair) in digest.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        let pair = std::str::from_utf8(pair).unwrap_or_default();
+        *byte = u8::from_str_radix(pair, 16).map_err(|_| {
+            ServiceError::BadRequest(format!(
+                "tenant {name}'s token_sha256 must be 64 hex digits"
+            ))
+        })?;
+    }
+    Ok(digest)
+}
+
 impl Tokens {
-    /// Reads the operator's and tenants' token files.
+    /// Reads the operator's and the config file's tenants' tokens.
     pub fn load(config: &ServeConfig) -> Result<Tokens, ServiceError> {
-        let read = |path: &std::path::Path, whose: &str| {
-            let token = std::fs::read_to_string(path).map_err(|e| ServiceError::Config {
-                path: path.to_path_buf(),
-                message: format!("the {whose} token file cannot be read: {e}"),
-            })?;
-            if token.trim().len() < 16 {
-                return Err(ServiceError::Config {
-                    path: path.to_path_buf(),
-                    message: format!("the {whose} token must be at least 16 characters"),
-                });
-            }
-            Ok(hash(&token))
+        let tokens = Tokens {
+            operator: read_token(&config.server.operator_token_file, "operator")?,
+            tenants: RwLock::default(),
         };
-        let operator = read(&config.server.operator_token_file, "operator")?;
-        let mut tenants = Vec::new();
         for (name, tenant) in &config.tenants {
-            let token = read(&tenant.token_file, &format!("tenant {name}'s"))?;
-            if same(&token, &operator) || tenants.iter().any(|(t, _)| same(t, &token)) {
-                return Err(ServiceError::Config {
-                    path: tenant.token_file.clone(),
-                    message: format!(
-                        "tenant {name}'s token is also another caller's; give every caller its own"
-                    ),
-                });
-            }
-            tenants.push((token, name.clone()));
+            let token = tenant_token(name, tenant)?;
+            tokens
+                .set_tenant(name, token)
+                .map_err(|e| ServiceError::Config {
+                    path: tenant.token_file.clone().unwrap_or_default(),
+                    message: e.to_string(),
+                })?;
         }
-        Ok(Tokens { operator, tenants })
+        Ok(tokens)
+    }
+
+    /// Whether a caller other than `tenant` has the token with hash `token`.
+    pub fn is_taken(&self, tenant: &str, token: &[u8; 32]) -> bool {
+        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+        self.taken_in(&tenants, tenant, token)
+    }
+
+    fn taken_in(
+        &self,
+        tenants: &BTreeMap<String, [u8; 32]>,
+        tenant: &str,
+        token: &[u8; 32],
+    ) -> bool {
+        same(token, &self.operator)
+            || tenants
+                .iter()
+                .any(|(name, t)| name != tenant && same(t, token))
+    }
+
+    /// Gives `tenant` the token with hash `token`, refused when another caller has it.
+    pub fn set_tenant(&self, tenant: &str, token: [u8; 32]) -> Result<(), ServiceError> {
+        let mut tenants = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+        if self.taken_in(&tenants, tenant, &token) {
+            return Err(ServiceError::Conflict(format!(
+                "tenant {tenant}'s token is also another caller's; give every caller its own"
+            )));
+        }
+        tenants.insert(tenant.to_string(), token);
+        Ok(())
+    }
+
+    /// Forgets a tenant's token: its calls are refused from now on.
+    pub fn remove_tenant(&self, tenant: &str) {
+        self.tenants
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(tenant);
     }
 
     /// The caller an `Authorization` header names.
@@ -85,9 +148,11 @@ impl Tokens {
             return Ok(Caller::Operator);
         }
         self.tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .find(|(t, _)| same(t, &token))
-            .map(|(_, name)| Caller::Tenant(name.clone()))
+            .find(|(_, t)| same(t, &token))
+            .map(|(name, _)| Caller::Tenant(name.clone()))
             .ok_or(ServiceError::Unauthenticated)
     }
 }
@@ -97,10 +162,14 @@ mod tests {
     use super::*;
 
     fn tokens() -> Tokens {
-        Tokens {
+        let tokens = Tokens {
             operator: hash("operator-token-0123456789"),
-            tenants: vec![(hash("acme-token-0123456789"), "acme".into())],
-        }
+            tenants: RwLock::default(),
+        };
+        tokens
+            .set_tenant("acme", hash("acme-token-0123456789"))
+            .unwrap();
+        tokens
     }
 
     #[test]
@@ -118,6 +187,36 @@ mod tests {
         );
         assert!(tokens.caller(Some("Bearer nope")).is_err());
         assert!(tokens.caller(None).is_err());
+    }
+
+    #[test]
+    fn tenants_come_and_go_with_tokens_of_their_own() {
+        let tokens = tokens();
+        let globex = "globex-token-0123456789";
+        assert!(tokens.caller(Some(&format!("Bearer {globex}"))).is_err());
+        tokens.set_tenant("globex", hash(globex)).unwrap();
+        assert_eq!(
+            tokens.caller(Some(&format!("Bearer {globex}"))).unwrap(),
+            Caller::Tenant("globex".into())
+        );
+        // Another tenant's or the operator's token is refused; a tenant may keep its own.
+        assert!(tokens.set_tenant("initech", hash(globex)).is_err());
+        assert!(
+            tokens
+                .set_tenant("initech", hash("operator-token-0123456789"))
+                .is_err()
+        );
+        tokens.set_tenant("globex", hash(globex)).unwrap();
+        tokens.remove_tenant("globex");
+        assert!(tokens.caller(Some(&format!("Bearer {globex}"))).is_err());
+    }
+
+    #[test]
+    fn a_token_hash_in_hex_names_the_same_caller_as_the_token() {
+        let token = "acme-token-0123456789";
+        let hex: String = hash(token).iter().map(|b| format!("{b:02x}")).collect();
+        let config: TenantConfig = toml::from_str(&format!("token_sha256 = \"{hex}\"")).unwrap();
+        assert_eq!(tenant_token("acme", &config).unwrap(), hash(token));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::ServiceError;
 
@@ -19,7 +19,8 @@ pub struct ServeConfig {
     /// Host-wide caps.
     #[serde(default)]
     pub limits: HostLimits,
-    /// The tenants, by name.
+    /// The tenants, by name. More can be added through the operator API
+    /// (`PUT /v1/tenants/{tenant}`); those in this file cannot be changed there.
     #[serde(default)]
     pub tenants: BTreeMap<String, TenantConfig>,
     /// Run as one node of a cluster (docs/cluster.md); unset: alone.
@@ -59,6 +60,10 @@ pub struct HostLimits {
     /// their `memory_limit_mib` (default 65536).
     #[serde(default = "default_host_memory_mib")]
     pub max_memory_mib: usize,
+    /// Largest `max_module_mib` a tenant added through the API may have (default 64):
+    /// the API reads an upload whole before it knows whose limit applies.
+    #[serde(default = "default_tenant_module_mib")]
+    pub max_module_mib: usize,
 }
 
 impl Default for HostLimits {
@@ -66,16 +71,24 @@ impl Default for HostLimits {
         HostLimits {
             max_pipelines: default_host_pipelines(),
             max_memory_mib: default_host_memory_mib(),
+            max_module_mib: default_tenant_module_mib(),
         }
     }
 }
 
-/// `[tenants.<name>]`: one tenant's token, limits and Kafka settings.
-#[derive(Clone, Debug, Deserialize)]
+/// `[tenants.<name>]`, or the body of `PUT /v1/tenants/{tenant}`: one tenant's token,
+/// limits and Kafka settings.
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
-    /// File holding the tenant's token (relative to the config file).
-    pub token_file: PathBuf,
+    /// File holding the tenant's token (relative to the config file). Config file
+    /// only: a path means nothing to the other nodes of a cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// The SHA-256 of the tenant's token, in hex: the token itself is never stored.
+    /// Give this or `token_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_sha256: Option<String>,
     /// Most pipelines the tenant may have (default 10).
     #[serde(default = "default_tenant_pipelines")]
     pub max_pipelines: usize,
@@ -158,6 +171,49 @@ fn default_tenant_log_rate() -> u32 {
     100
 }
 
+impl TenantConfig {
+    /// Checks the settings that do not depend on where the tenant comes from.
+    pub fn validate(&self, name: &str, fuel_metering: bool) -> Result<(), String> {
+        if !valid_name(name) {
+            return Err(format!(
+                "tenant name `{name}` must be 1 to 100 letters, digits, '_' or '-'"
+            ));
+        }
+        if self.max_fuel_per_batch.is_some() && !fuel_metering {
+            return Err(format!(
+                "tenant {name} has max_fuel_per_batch, which needs `fuel_metering = true` in [server]"
+            ));
+        }
+        match (&self.token_file, &self.token_sha256) {
+            (Some(_), Some(_)) => Err(format!(
+                "tenant {name} has both token_file and token_sha256; give one"
+            )),
+            (None, None) => Err(format!(
+                "tenant {name} has no token: give token_file or token_sha256"
+            )),
+            (None, Some(hex)) if !is_sha256_hex(hex) => Err(format!(
+                "tenant {name}'s token_sha256 must be 64 hex digits (`sha256sum` of the token)"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Resolves the `${env:..}`/`${file:..}` references of the Kafka settings, files
+    /// relative to `base`.
+    pub fn resolve_kafka(&mut self, base: &Path) -> Result<(), String> {
+        for (property, value) in &mut self.kafka {
+            *value = sluice_pipeline::resolve_reference(value, base)
+                .map_err(|e| format!("`{property}` {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `text` is a SHA-256 digest in hex.
+fn is_sha256_hex(text: &str) -> bool {
+    text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit())
+}
+
 /// A tenant or pipeline name: letters, digits, `_` and `-` (it is part of Kafka ids and
 /// file names; `.` separates tenant from pipeline in Kafka).
 pub fn valid_name(name: &str) -> bool {
@@ -182,21 +238,13 @@ impl ServeConfig {
         config.server.state_dir = base.join(&config.server.state_dir);
         config.server.operator_token_file = base.join(&config.server.operator_token_file);
         for (name, tenant) in &mut config.tenants {
-            if !valid_name(name) {
-                return Err(invalid(format!(
-                    "tenant name `{name}` must be 1 to 100 letters, digits, '_' or '-'"
-                )));
-            }
-            if tenant.max_fuel_per_batch.is_some() && !config.server.fuel_metering {
-                return Err(invalid(format!(
-                    "tenant {name} has max_fuel_per_batch, which needs `fuel_metering = true` in [server]"
-                )));
-            }
-            tenant.token_file = base.join(&tenant.token_file);
-            for (property, value) in &mut tenant.kafka {
-                *value = sluice_pipeline::resolve_reference(value, base)
-                    .map_err(|e| invalid(format!("[tenants.{name}.kafka] `{property}` {e}")))?;
-            }
+            tenant
+                .validate(name, config.server.fuel_metering)
+                .map_err(invalid)?;
+            tenant.token_file = tenant.token_file.as_ref().map(|file| base.join(file));
+            tenant
+                .resolve_kafka(base)
+                .map_err(|e| invalid(format!("[tenants.{name}.kafka] {e}")))?;
         }
         if let Some(cluster) = &mut config.cluster {
             for (property, value) in &mut cluster.kafka {

@@ -26,6 +26,7 @@ const SERVE_KEYS: &[&str] = &[
     "tenants",
     "acme",
     "token_file",
+    "token_sha256",
     "max_batch_timeout",
     "max_fuel_per_batch",
     "max_module_mib",

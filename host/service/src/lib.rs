@@ -26,7 +26,7 @@ pub use error::ServiceError;
 pub use logs::LogLine;
 pub use service::{
     CreatePipeline, Deploy, DeployReport, ModuleView, NodeView, PipelineStatus, SAMPLE_EVERY,
-    Service,
+    Service, TenantSource, TenantView,
 };
 pub use store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir};
 

@@ -11,23 +11,24 @@ mod views;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use serde::Deserialize;
 use sluice_engine::{EngineConfig, TransformEngine};
 use tokio::sync::watch;
 
 use crate::auth::{Caller, Tokens};
-use crate::config::{ServeConfig, TenantConfig, valid_name};
+use crate::config::{ServeConfig, valid_name};
 use crate::error::ServiceError;
 use crate::logs::LogLine;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir, now_seconds};
 pub use cluster::NodeView;
 pub use deploy::{Deploy, DeployReport};
 use registry::{Entry, stop};
-use tenancy::check_room;
 #[cfg(test)]
 pub(crate) use tenancy::reaches_host_files;
+use tenancy::{Tenant, check_room};
+pub use tenancy::{TenantSource, TenantView};
 #[cfg(test)]
 pub(crate) use views::redacted;
 pub use views::{ModuleView, PipelineStatus, SAMPLE_EVERY};
@@ -49,6 +50,7 @@ pub struct Service {
     state: StateDir,
     engine: TransformEngine,
     tokens: Tokens,
+    tenants: RwLock<BTreeMap<String, Tenant>>,
     pipelines: Mutex<BTreeMap<(String, String), Arc<Entry>>>,
     ready: AtomicBool,
     cluster: OnceLock<Arc<cluster::ClusterPart>>,
@@ -76,11 +78,17 @@ impl Service {
             path: config.server.state_dir.clone(),
             message: e.to_string(),
         })?;
+        let tenants = config
+            .tenants
+            .iter()
+            .map(|(name, tenant)| (name.clone(), Tenant::from_file(tenant)))
+            .collect();
         Ok(Arc::new(Service {
             config,
             state,
             engine,
             tokens,
+            tenants: RwLock::new(tenants),
             pipelines: Mutex::default(),
             ready: AtomicBool::new(false),
             cluster: OnceLock::new(),
@@ -111,13 +119,6 @@ impl Service {
     /// Whether every stored pipeline was restored.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
-    }
-
-    fn tenant(&self, tenant: &str) -> Result<&TenantConfig, ServiceError> {
-        self.config
-            .tenants
-            .get(tenant)
-            .ok_or_else(|| not_found(format!("Tenant {tenant}")))
     }
 
     fn entry(&self, tenant: &str, name: &str) -> Result<Arc<Entry>, ServiceError> {
@@ -246,7 +247,7 @@ impl Service {
                 )));
             }
             let asked = config.guest_memory_mib();
-            check_room(&pipelines, tenant, limits, &self.config.limits, asked)?;
+            check_room(&pipelines, tenant, &limits, &self.config.limits, asked)?;
             // In a cluster the node holding the pipeline's slot makes the entry and
             // starts it when it reads the definition.
             match self.cluster_part() {

@@ -15,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sluice_pipeline::Position;
 
+use crate::config::TenantConfig;
 use crate::error::ServiceError;
 
 /// A module a tenant uploaded.
@@ -222,6 +223,59 @@ impl StateDir {
         }
     }
 
+    fn tenant_path(&self, tenant: &str) -> PathBuf {
+        self.tenant_dir(tenant).join("tenant.json")
+    }
+
+    /// Writes a tenant the operator put through the API.
+    pub fn save_tenant(&self, tenant: &str, config: &TenantConfig) -> Result<(), ServiceError> {
+        let json = serde_json::to_vec_pretty(config).expect("a tenant serialises");
+        write_atomically(&self.tenant_path(tenant), &json)
+    }
+
+    /// Forgets a tenant put through the API (its modules stay listed).
+    pub fn remove_tenant(&self, tenant: &str) -> Result<(), ServiceError> {
+        let path = self.tenant_path(tenant);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(state_error(&path, e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The tenants put through the API, by name.
+    pub fn tenants(&self) -> Result<Vec<(String, TenantConfig)>, ServiceError> {
+        let mut tenants = Vec::new();
+        for dir in self.tenant_dirs()? {
+            let path = dir.join("tenant.json");
+            let text = match std::fs::read(&path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(state_error(&path, e)),
+            };
+            let config = serde_json::from_slice(&text).map_err(|e| state_error(&path, e))?;
+            let name = dir
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            tenants.push((name, config));
+        }
+        Ok(tenants)
+    }
+
+    /// The directories of every tenant with something stored.
+    fn tenant_dirs(&self) -> Result<Vec<PathBuf>, ServiceError> {
+        let tenants = self.root.join("tenants");
+        let entries = match std::fs::read_dir(&tenants) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(state_error(&tenants, e)),
+        };
+        entries
+            .map(|entry| Ok(entry.map_err(|e| state_error(&tenants, e))?.path()))
+            .collect()
+    }
+
     fn pipeline_path(&self, tenant: &str, name: &str) -> PathBuf {
         self.tenant_dir(tenant)
             .join("pipelines")
@@ -248,15 +302,8 @@ impl StateDir {
 
     /// Every tenant's pipelines.
     pub fn pipelines(&self) -> Result<Vec<PipelineDefinition>, ServiceError> {
-        let tenants = self.root.join("tenants");
-        let entries = match std::fs::read_dir(&tenants) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(state_error(&tenants, e)),
-        };
         let mut pipelines = Vec::new();
-        for entry in entries {
-            let dir = entry.map_err(|e| state_error(&tenants, e))?.path();
+        for dir in self.tenant_dirs()? {
             pipelines.extend(read_json_files::<PipelineDefinition>(
                 &dir.join("pipelines"),
             )?);

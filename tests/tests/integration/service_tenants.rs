@@ -265,3 +265,131 @@ fn tenants_reach_only_their_own_and_secrets_stay_hidden() {
         );
     }
 }
+
+/// Runs `sluice tenant ...` against `serve` with the operator's token.
+fn tenant_cli(serve: &Serve, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(sluice_tests::sluice_binary())
+        .arg("tenant")
+        .args(args)
+        .env("SLUICE_SERVER", &serve.url)
+        .env("SLUICE_TOKEN", &serve.operator)
+        .output()
+        .expect("sluice runs")
+}
+
+#[test]
+fn a_tenant_put_through_the_api_runs_pipelines_survives_a_restart_and_goes() {
+    let passthrough = transform_component("passthrough");
+    let tables = tempfile::tempdir().unwrap();
+    let table = tables.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let mut serve = Serve::start(
+        &[TenantSpec {
+            name: "acme",
+            limits: "",
+            kafka: &format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap()),
+        }],
+        "",
+        "",
+    );
+    let operator = serve.operator.clone();
+    let token = format!("initech-{}-secret-token", std::process::id());
+    std::fs::write(serve.dir.path().join("initech.token"), &token).unwrap();
+    std::fs::write(
+        serve.dir.path().join("initech.toml"),
+        format!(
+            "max_pipelines = 1\n[kafka]\n\"bootstrap.servers\" = \"{}\"\n",
+            kafka_bootstrap()
+        ),
+    )
+    .unwrap();
+    let dir = serve.dir.path().to_path_buf();
+    let put = |serve: &Serve, name: &str| {
+        tenant_cli(
+            serve,
+            &[
+                "put",
+                name,
+                "--config",
+                dir.join("initech.toml").to_str().unwrap(),
+                "--tenant-token-file",
+                dir.join("initech.token").to_str().unwrap(),
+            ],
+        )
+    };
+    let out = put(&serve, "initech");
+    assert!(out.status.success(), "{out:?}");
+    serve.tokens.insert("initech".into(), token.clone());
+    // The same token for a second tenant, or over a tenant of the config file, is refused.
+    let out = put(&serve, "initech-two");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("another caller's"),
+        "{out:?}"
+    );
+    let out = put(&serve, "acme");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("config file"),
+        "{out:?}"
+    );
+    let (status, body) = serve.call(
+        "PUT",
+        "/v1/tenants/initech-two",
+        Some(&operator),
+        Some(serde_json::json!({ "token_file": "/etc/passwd" })),
+    );
+    assert_eq!(status, 400, "{body}");
+    // Only the operator manages tenants; a tenant sees its own settings.
+    let (status, _) = serve.call(
+        "PUT",
+        "/v1/tenants/initech-two",
+        Some(&token),
+        Some(serde_json::json!({ "token_sha256": "00".repeat(32) })),
+    );
+    assert_eq!(status, 403);
+    let (status, own) = serve.call("GET", "/v1/tenants/initech", Some(&token), None);
+    assert_eq!(status, 200, "{own}");
+    assert_eq!(own["source"], "api");
+    assert_eq!(own["settings"]["max_pipelines"], 1);
+    assert!(own["settings"].get("token_sha256").is_none(), "{own}");
+
+    let digest = serve.upload("initech", &passthrough, "passthrough");
+    let topic = unique_topic("tenant-initech");
+    let config = pipeline_config(&table, &topic, None, Extra::default());
+    serve.create("initech", &topic, &config, &digest);
+    serve.wait_caught_up("initech", &topic, 4, Duration::from_secs(60));
+    assert_eq!(consume_all(&topic).len(), 39);
+
+    // The tenant and its pipeline come back after a restart.
+    assert!(serve.stop());
+    serve.restart();
+    let list = tenant_cli(&serve, &["list"]);
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("initech ") && l.contains("api")),
+        "{listed}"
+    );
+    let status = serve.status("initech", &topic);
+    assert_eq!(status["state"], "running", "{status}");
+
+    // A tenant with pipelines stays; without, it goes and its token with it.
+    let out = tenant_cli(&serve, &["delete", "initech"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("delete them first"),
+        "{out:?}"
+    );
+    let (status, _) = serve.call(
+        "DELETE",
+        &format!("/v1/tenants/initech/pipelines/{topic}"),
+        Some(&token),
+        None,
+    );
+    assert_eq!(status, 204);
+    let out = tenant_cli(&serve, &["delete", "initech"]);
+    assert!(out.status.success(), "{out:?}");
+    let (status, _) = serve.call("GET", "/v1/tenants/initech/pipelines", Some(&token), None);
+    assert_eq!(status, 401);
+    assert_eq!(consume_all(&topic).len(), 39, "nothing was delivered twice");
+}

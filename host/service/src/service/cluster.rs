@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::Service;
 use super::registry::{Entry, stop};
+use crate::config::TenantConfig;
 use crate::error::ServiceError;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState};
 
@@ -54,6 +55,10 @@ fn cluster_error(e: ClusterError) -> ServiceError {
 
 fn pipeline_key(tenant: &str, name: &str) -> String {
     format!("pipeline/{tenant}/{name}")
+}
+
+fn tenant_key(tenant: &str) -> String {
+    format!("tenant/{tenant}")
 }
 
 fn module_key(tenant: &str, digest: &str) -> String {
@@ -221,6 +226,19 @@ impl Service {
             .await
     }
 
+    /// Writes a tenant the operator put (or its removal) to the shared state and waits
+    /// until this node applied it.
+    pub(super) async fn write_tenant(
+        &self,
+        part: &ClusterPart,
+        name: &str,
+        settings: Option<&TenantConfig>,
+    ) -> Result<(), ServiceError> {
+        let json = settings.map(|s| serde_json::to_vec(s).expect("a tenant serialises"));
+        part.write_and_apply(&tenant_key(name), json.as_deref())
+            .await
+    }
+
     /// Writes an uploaded module to the shared state (its bytes in chunks first) and
     /// waits until this node applied it.
     pub(super) async fn write_module(
@@ -305,6 +323,16 @@ impl Service {
             {
                 let bytes = whole.map_err(cluster_error)?;
                 self.state.save_module_bytes(&chunk.digest, &bytes)?;
+            }
+        } else if let Some(name) = record.key.strip_prefix("tenant/") {
+            match &record.value {
+                Some(json) => {
+                    let settings: TenantConfig =
+                        serde_json::from_slice(json).map_err(|e| bad("tenant", e))?;
+                    self.state.save_tenant(name, &settings)?;
+                    self.install_tenant(name, settings)?;
+                }
+                None => self.uninstall_tenant(name)?,
             }
         } else if let Some(rest) = record.key.strip_prefix("module/") {
             let Some((tenant, _)) = rest.split_once('/') else {

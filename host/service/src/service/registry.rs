@@ -133,6 +133,11 @@ impl Service {
 
     /// Starts every stored pipeline that was running when the service last stopped.
     pub async fn restore(self: &Arc<Service>) -> Result<usize, ServiceError> {
+        for (name, tenant) in self.state.tenants()? {
+            if let Err(e) = self.install_tenant(&name, tenant) {
+                tracing::error!(tenant = name, error = %e, "A tenant put through the API could not be restored; its calls are refused until it is put again.");
+            }
+        }
         let definitions = self.state.pipelines()?;
         let count = definitions.len();
         for definition in definitions {

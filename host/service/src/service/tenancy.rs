@@ -1,16 +1,62 @@
-//! Tenancy and limits: the config a tenant's pipeline runs with, checked against the
+//! Tenancy and limits: the tenants (from the config file, or added through the
+//! operator API), the config a tenant's pipeline runs with, checked against the
 //! tenant's limits, and the host's room for one more pipeline.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use serde::Serialize;
 use sluice_pipeline::PipelineConfig;
 
 use super::Service;
 use super::registry::Entry;
+use crate::auth::{Caller, tenant_token};
 use crate::config::{HostLimits, TenantConfig};
 use crate::error::ServiceError;
+
+/// A tenant the service knows.
+pub(super) struct Tenant {
+    /// Its settings with Kafka references resolved, as its pipelines use them.
+    pub(super) config: Arc<TenantConfig>,
+    /// As the operator put it through the API, references unresolved; `None` for a
+    /// tenant of the config file.
+    pub(super) stored: Option<TenantConfig>,
+}
+
+impl Tenant {
+    /// A tenant of the config file (resolved when the file was read).
+    pub(super) fn from_file(config: &TenantConfig) -> Tenant {
+        Tenant {
+            config: Arc::new(config.clone()),
+            stored: None,
+        }
+    }
+}
+
+/// Where a tenant comes from.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TenantSource {
+    /// The node's config file: changed there, not through the API.
+    ConfigFile,
+    /// The operator API.
+    Api,
+}
+
+/// What the API shows of a tenant: its limits and settings, secrets redacted and
+/// its token left out.
+#[derive(Clone, Debug, Serialize)]
+pub struct TenantView {
+    /// Its name.
+    pub name: String,
+    /// Where it comes from.
+    pub source: TenantSource,
+    /// Its pipelines on the service.
+    pub pipelines: usize,
+    /// Its limits and settings.
+    pub settings: TenantConfig,
+}
 
 /// librdkafka properties that name files or programs on the host: a tenant could read
 /// the host's keys or load code with them, so only the operator may set them.
@@ -55,6 +101,191 @@ pub(super) fn check_room(
 }
 
 impl Service {
+    /// A tenant's settings.
+    pub(super) fn tenant(&self, tenant: &str) -> Result<Arc<TenantConfig>, ServiceError> {
+        self.tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tenant)
+            .map(|t| t.config.clone())
+            .ok_or_else(|| super::not_found(format!("Tenant {tenant}")))
+    }
+
+    /// Every tenant (operator only).
+    pub fn tenant_views(&self, caller: &Caller) -> Result<Vec<TenantView>, ServiceError> {
+        if *caller != Caller::Operator {
+            return Err(ServiceError::OperatorOnly("list tenants"));
+        }
+        let names: Vec<String> = self
+            .tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        names
+            .iter()
+            .map(|name| self.tenant_view(caller, name))
+            .collect()
+    }
+
+    /// One tenant, for the operator or the tenant itself.
+    pub fn tenant_view(&self, caller: &Caller, name: &str) -> Result<TenantView, ServiceError> {
+        caller.may_act_for(name)?;
+        let (source, mut settings) = {
+            let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+            let tenant = tenants
+                .get(name)
+                .ok_or_else(|| super::not_found(format!("Tenant {name}")))?;
+            match &tenant.stored {
+                Some(stored) => (TenantSource::Api, stored.clone()),
+                None => (TenantSource::ConfigFile, (*tenant.config).clone()),
+            }
+        };
+        settings.token_file = None;
+        settings.token_sha256 = None;
+        for (property, value) in &mut settings.kafka {
+            if sluice_pipeline::is_secret_property(property) {
+                *value = "<redacted>".into();
+            }
+        }
+        let pipelines = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .filter(|(t, _)| t == name)
+            .count();
+        Ok(TenantView {
+            name: name.to_string(),
+            source,
+            pipelines,
+            settings,
+        })
+    }
+
+    /// Adds or changes a tenant (operator only). Its pipelines take changed settings
+    /// when they next start; in a cluster every node has the tenant once this returns
+    /// on the node that took the call and soon after on the others.
+    pub async fn put_tenant(
+        &self,
+        caller: &Caller,
+        name: &str,
+        settings: TenantConfig,
+    ) -> Result<TenantView, ServiceError> {
+        if *caller != Caller::Operator {
+            return Err(ServiceError::OperatorOnly("add or change tenants"));
+        }
+        self.check_tenant(name, &settings)?;
+        match self.cluster_part() {
+            Some(part) => self.write_tenant(part, name, Some(&settings)).await?,
+            None => {
+                self.state.save_tenant(name, &settings)?;
+                self.install_tenant(name, settings)?;
+            }
+        }
+        tracing::info!(tenant = name, "A tenant was put through the API.");
+        self.tenant_view(caller, name)
+    }
+
+    /// Removes a tenant added through the API (operator only); refused while it has
+    /// pipelines. Its uploaded modules are kept: they come back with the tenant.
+    pub async fn delete_tenant(&self, caller: &Caller, name: &str) -> Result<(), ServiceError> {
+        let view = self.tenant_view(caller, name)?;
+        if *caller != Caller::Operator {
+            return Err(ServiceError::OperatorOnly("remove tenants"));
+        }
+        if view.source == TenantSource::ConfigFile {
+            return Err(ServiceError::Conflict(format!(
+                "tenant {name} is defined in the service's config file; remove it there"
+            )));
+        }
+        if view.pipelines > 0 {
+            return Err(ServiceError::Conflict(format!(
+                "tenant {name} has {} pipelines; delete them first",
+                view.pipelines
+            )));
+        }
+        match self.cluster_part() {
+            Some(part) => self.write_tenant(part, name, None).await?,
+            None => self.uninstall_tenant(name)?,
+        }
+        tracing::info!(tenant = name, "A tenant was removed through the API.");
+        Ok(())
+    }
+
+    /// Refuses a tenant the API may not put as given.
+    fn check_tenant(&self, name: &str, settings: &TenantConfig) -> Result<(), ServiceError> {
+        if self.config.tenants.contains_key(name) {
+            return Err(ServiceError::Conflict(format!(
+                "tenant {name} is defined in the service's config file; change it there"
+            )));
+        }
+        if settings.token_file.is_some() {
+            return Err(ServiceError::BadRequest(format!(
+                "tenant {name}: token_file names a file on one machine; give token_sha256, the SHA-256 of the token in hex"
+            )));
+        }
+        settings
+            .validate(name, self.config.server.fuel_metering)
+            .map_err(ServiceError::BadRequest)?;
+        let most = self.config.limits.max_module_mib;
+        if settings.max_module_mib > most {
+            return Err(ServiceError::LimitExceeded(format!(
+                "tenant {name} asks for max_module_mib = {}; this service allows at most {most} ([limits] max_module_mib)",
+                settings.max_module_mib
+            )));
+        }
+        settings
+            .clone()
+            .resolve_kafka(&self.config.server.state_dir)
+            .map_err(|e| ServiceError::BadRequest(format!("tenant {name}: [kafka] {e}")))?;
+        let token = tenant_token(name, settings)?;
+        if self.tokens.is_taken(name, &token) {
+            return Err(ServiceError::Conflict(format!(
+                "tenant {name}'s token is also another caller's; give every caller its own"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Takes a tenant the operator put: its token is accepted from now on.
+    pub(super) fn install_tenant(
+        &self,
+        name: &str,
+        stored: TenantConfig,
+    ) -> Result<(), ServiceError> {
+        let mut config = stored.clone();
+        config
+            .resolve_kafka(&self.config.server.state_dir)
+            .map_err(|e| ServiceError::BadRequest(format!("tenant {name}: [kafka] {e}")))?;
+        self.tokens.set_tenant(name, tenant_token(name, &stored)?)?;
+        self.tenants
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                name.to_string(),
+                Tenant {
+                    config: Arc::new(config),
+                    stored: Some(stored),
+                },
+            );
+        Ok(())
+    }
+
+    /// Forgets a tenant the operator put: its token is refused from now on.
+    pub(super) fn uninstall_tenant(&self, name: &str) -> Result<(), ServiceError> {
+        if self.config.tenants.contains_key(name) {
+            return Ok(());
+        }
+        self.tokens.remove_tenant(name);
+        self.tenants
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        self.state.remove_tenant(name)
+    }
+
     /// The config a pipeline runs with: the submitted text, with the service's name,
     /// module path and the tenant's Kafka settings, checked against the tenant's limits.
     pub(crate) fn pipeline_config(
@@ -65,6 +296,7 @@ impl Service {
         digest: &str,
     ) -> Result<PipelineConfig, ServiceError> {
         let limits = self.tenant(tenant)?;
+        let limits = limits.as_ref();
         let bad = |m: String| ServiceError::BadRequest(format!("pipeline {name}: {m}"));
         let mut table: toml::Table = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
         let section = |table: &mut toml::Table, key: &str| -> Result<toml::Table, ServiceError> {
