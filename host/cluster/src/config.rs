@@ -54,7 +54,13 @@ impl ClusterConfig {
 
     /// The compacted topic every node reads as the shared state.
     pub fn state_topic(&self) -> String {
-        format!("sluice-cluster-{}-state", self.name)
+        self.shared_topic(crate::SharedTopic::State)
+    }
+
+    /// One of the compacted topics every node reads (`sluice-cluster-<name>-state`,
+    /// `-status`).
+    pub fn shared_topic(&self, shared: crate::SharedTopic) -> String {
+        format!("sluice-cluster-{}-{}", self.name, shared.name())
     }
 
     /// The topic whose partitions are the slots.

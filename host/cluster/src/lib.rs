@@ -9,6 +9,9 @@
 //! - **Shared state** ([`StateLog`]): a compacted topic of keyed records (pipeline
 //!   definitions, module lists, module bytes in [`blob`] chunks) that every node reads
 //!   from the beginning and writes through. A node with an empty disk catches up from it.
+//! - **Status** (a second [`StateLog`], [`SharedTopic::Status`]): each node reports the
+//!   pipelines it runs (where they are, how fast, their last error), so any node can
+//!   answer for any pipeline.
 //!
 //! Correctness never rests on a clean rebalance: a pipeline's new owner initialises its
 //! transactions under the pipeline's transactional id, which fences a slow old owner.
@@ -22,6 +25,6 @@ mod slot;
 
 pub use config::ClusterConfig;
 pub use error::ClusterError;
-pub use log::{StateLog, StateRecord};
+pub use log::{SharedTopic, StateLog, StateRecord};
 pub use membership::{Membership, SlotChange};
 pub use slot::slot_of;

@@ -33,10 +33,30 @@ pub struct StateRecord {
     pub offset: i64,
 }
 
-/// The cluster's state topic: writes go to Kafka, and every record anyone writes comes
-/// back, in topic order, through the receiver [`StateLog::open`] returns.
+/// Which of the cluster's shared topics a [`StateLog`] reads and writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedTopic {
+    /// What the operator and tenants asked for: tenants, modules, pipeline definitions.
+    State,
+    /// What the nodes report: which node runs each pipeline, where it is, how fast.
+    Status,
+}
+
+impl SharedTopic {
+    /// The topic's part in its name, and its name in messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            SharedTopic::State => "state",
+            SharedTopic::Status => "status",
+        }
+    }
+}
+
+/// One of the cluster's compacted topics: writes go to Kafka, and every record anyone
+/// writes comes back, in topic order, through the receiver [`StateLog::open`] returns.
 pub struct StateLog {
     producer: FutureProducer,
+    what: &'static str,
     topic: String,
     bootstrap: String,
     replay_end: i64,
@@ -53,18 +73,20 @@ fn client_config(config: &ClusterConfig) -> ClientConfig {
 }
 
 impl StateLog {
-    /// Opens the state topic (creating it, compacted, when missing) and starts reading
-    /// it from the beginning: the receiver gets every record ever kept, then each new
-    /// one. [`StateLog::replay_end`] says where the records written before the opening
-    /// end.
+    /// Opens one of the shared topics (creating it, compacted, when missing) and starts
+    /// reading it from the beginning: the receiver gets every record ever kept, then
+    /// each new one. [`StateLog::replay_end`] says where the records written before the
+    /// opening end.
     pub async fn open(
         config: &ClusterConfig,
         node: &str,
+        shared: SharedTopic,
     ) -> Result<(StateLog, mpsc::UnboundedReceiver<StateRecord>), ClusterError> {
-        let topic = config.state_topic();
+        let what = shared.name();
+        let topic = config.shared_topic(shared);
         let bootstrap = config.bootstrap();
         let fail = |detail: String| ClusterError::Topic {
-            what: "state",
+            what,
             topic: topic.clone(),
             bootstrap: bootstrap.clone(),
             detail,
@@ -81,7 +103,10 @@ impl StateLog {
             .map_err(|e| fail(e.to_string()))?;
         let consumer: BaseConsumer = client_config(config)
             .set("client.id", format!("sluice-cluster-{node}"))
-            .set("group.id", format!("{}-reader-{node}", config.group()))
+            .set(
+                "group.id",
+                format!("{}-{what}-reader-{node}", config.group()),
+            )
             .set("enable.auto.commit", "false")
             .set("fetch.wait.max.ms", "50")
             .create()
@@ -99,12 +124,13 @@ impl StateLog {
         let reader = {
             let (stop, topic) = (stop.clone(), topic.clone());
             std::thread::Builder::new()
-                .name("cluster-state".into())
+                .name(format!("cluster-{what}"))
                 .spawn(move || read(&consumer, &topic, &records, &stop))
                 .map_err(|e| fail(e.to_string()))?
         };
         let log = StateLog {
             producer,
+            what,
             topic,
             bootstrap,
             replay_end,
@@ -134,7 +160,7 @@ impl StateLog {
         {
             Ok(delivered) => Ok(delivered.offset),
             Err((e, _)) => Err(ClusterError::Topic {
-                what: "state",
+                what: self.what,
                 topic: self.topic.clone(),
                 bootstrap: self.bootstrap.clone(),
                 detail: format!("writing `{key}` failed: {e}"),
@@ -177,7 +203,7 @@ fn read(
                 }
             }
             Some(Err(error)) if !failing => {
-                tracing::warn!(topic, %error, "Reading the cluster's state topic failed; retrying.");
+                tracing::warn!(topic, %error, "Reading a topic of the cluster's failed; retrying.");
                 failing = true;
             }
             Some(Err(_)) => {}

@@ -67,7 +67,8 @@ impl Stage {
 }
 
 /// Seconds spent per stage.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct StageSeconds {
     /// Reading change batches from the table.
     pub read: f64,
@@ -93,7 +94,8 @@ impl std::fmt::Display for StageSeconds {
 
 /// Where a pipeline is in the range of versions it is delivering (catching up, or
 /// streaming a snapshot), and how fast it goes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ProgressSnapshot {
     /// Whether the range is the snapshot of `first_version`.
     pub snapshot: bool,
@@ -114,7 +116,8 @@ pub struct ProgressSnapshot {
 }
 
 /// The counters at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct MetricsSnapshot {
     /// Change rows read and committed.
     pub rows_in: u64,

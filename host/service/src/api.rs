@@ -165,7 +165,7 @@ async fn ready(State(service): Shared) -> Response {
 }
 
 async fn metrics(State(service): Shared, caller: Caller) -> Reply<Response> {
-    let statuses = service.all_statuses(&caller)?;
+    let statuses = service.metric_statuses(&caller)?;
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::prometheus::render(&statuses),

@@ -5,6 +5,7 @@
 mod cluster;
 mod deploy;
 mod registry;
+mod reports;
 mod tenancy;
 mod views;
 
@@ -361,6 +362,7 @@ impl Service {
         let entry = self.entry(tenant, name)?;
         if let Some(part) = self.cluster_part() {
             self.write_removal(part, tenant, name).await?;
+            part.reports().forget(tenant, name).await;
             tracing::info!(tenant, pipeline = name, "A pipeline was deleted.");
             return Ok(());
         }

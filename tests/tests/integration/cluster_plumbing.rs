@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_cluster::blob::{self, Assembler, ChunkKey};
-use sluice_cluster::{ClusterConfig, Membership, SlotChange, StateLog, StateRecord};
+use sluice_cluster::{ClusterConfig, Membership, SharedTopic, SlotChange, StateLog, StateRecord};
 use sluice_tests::{kafka_bootstrap, unique_topic};
 use tokio::sync::mpsc;
 
@@ -40,7 +40,9 @@ async fn next_records(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_state_replays_in_order_with_modules_whole() {
     let config = cluster(4);
-    let (first, mut first_records) = StateLog::open(&config, "one").await.unwrap();
+    let (first, mut first_records) = StateLog::open(&config, "one", SharedTopic::State)
+        .await
+        .unwrap();
     assert_eq!(first.replay_end(), 0, "a new cluster has no state");
     let module: Vec<u8> = (0..blob::CHUNK_BYTES * 2 + 77)
         .map(|i| (i * 7 % 256) as u8)
@@ -61,7 +63,9 @@ async fn the_state_replays_in_order_with_modules_whole() {
     );
 
     // A node that starts later gets the same records in the same order.
-    let (second, mut second_records) = StateLog::open(&config, "two").await.unwrap();
+    let (second, mut second_records) = StateLog::open(&config, "two", SharedTopic::State)
+        .await
+        .unwrap();
     assert_eq!(second.replay_end(), last + 1);
     let replayed = next_records(&mut second_records, written.len()).await;
     assert_eq!(replayed, written);

@@ -237,9 +237,285 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
     }
     // The woken node's fenced copy was not taken for a failure of the pipeline.
     assert_eq!(other.status(tenant, name)["state"], "running");
+
+    // A rollback through the node that does not run the pipeline: the node that does
+    // switches back at a boundary, and the next commit's records are the old module's.
+    let (runner, other): (Vec<&Serve>, Vec<&Serve>) = survivors
+        .iter()
+        .partition(|node| running_on(node).contains(&pipeline));
+    let (runner, other) = (runner[0], other[0]);
+    let switches = |node: &Serve| {
+        node.log()
+            .lines()
+            .filter(|l| l.contains("Switched the pipeline to a new module") && l.contains(&digest))
+            .count()
+    };
+    let before = switches(runner);
+    let (code, report) = other.call(
+        "POST",
+        &format!("/v1/tenants/{tenant}/pipelines/{name}/rollback"),
+        Some(other.token(tenant)),
+        None,
+    );
+    assert_eq!(code, 200, "the rollback is accepted: {report}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while switches(runner) == before {
+        assert!(
+            Instant::now() < deadline,
+            "the running node did not switch back within a minute:\n{}",
+            runner.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    deals_table(&tables[0], &["append", "--start", "240", "--rows", "40"]);
+    wait_records(&topics[..1], 280, &survivors);
+    let records = consume_all(&topics[0]);
+    assert_eq!(
+        records.len(),
+        280,
+        "every change row once across the rollback"
+    );
+    assert!(
+        records[240..].iter().all(|r| !tagged(r)),
+        "the old module made the last 40"
+    );
+    assert_eq!(other.status(tenant, name)["module"]["digest"], digest);
     for node in nodes.iter_mut() {
         if node.is_running() {
             assert!(node.stop(), "a node stops cleanly:\n{}", node.log());
         }
+    }
+}
+
+const SCALE_TENANTS: [&str; 5] = ["ant", "bee", "cod", "doe", "elk"];
+const SCALE_TABLES: usize = 6;
+
+/// Puts `tenant` through `node` with the operator's token; returns the tenant's token.
+fn put_tenant(node: &Serve, tenant: &str, kafka: &str) -> String {
+    use sha2::Digest as _;
+    let token = format!("{tenant}-{}-api-token", std::process::id());
+    let digest: String = sha2::Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let (status, body) = node.call(
+        "PUT",
+        &format!("/v1/tenants/{tenant}"),
+        Some(&node.operator),
+        Some(serde_json::json!({
+            "token_sha256": digest,
+            "max_pipelines": 10,
+            "kafka": { "bootstrap.servers": kafka },
+        })),
+    );
+    assert_eq!(status, 200, "putting tenant {tenant}: {body}");
+    token
+}
+
+/// The deal id in a record's JSON value.
+fn deal_id(value: Option<&str>) -> u64 {
+    let value = value.expect("a value");
+    let at = value.find("\"hubspot_deal_id\":\"").expect("a deal id") + 19;
+    value[at..]
+        .split('"')
+        .next()
+        .and_then(|id| id.parse().ok())
+        .expect("a numeric deal id")
+}
+
+/// How many times `node` started pipeline `tenant/name`.
+fn starts(node: &Serve, tenant: &str, name: &str) -> usize {
+    let id = format!("{tenant}.{name}");
+    node.log()
+        .lines()
+        .filter(|l| l.contains("Pipeline started.") && l.contains(&id))
+        .count()
+}
+
+/// Every node answers a status call for `pipeline` with the node that runs it.
+fn wait_reported(nodes: &[&Serve], tenant: &str, name: &str, runner: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for node in nodes {
+        loop {
+            let status = node.status(tenant, name);
+            if status["node"] == runner {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{tenant}/{name} is not reported as run by {runner}: {status:#}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+#[test]
+fn thirty_pipelines_of_api_tenants_survive_a_joining_node_and_a_rolling_restart() {
+    let passthrough = transform_component("passthrough");
+    let dir = tempfile::tempdir().unwrap();
+    let tables: Vec<PathBuf> = (0..SCALE_TABLES)
+        .map(|i| dir.path().join(format!("deals{i}")))
+        .collect();
+    for table in &tables {
+        deals_table(table, &["create", "--rows", "20"]);
+    }
+    let bootstrap = kafka_bootstrap();
+    let cluster = unique_topic("scale");
+    let server = format!(
+        "[cluster]\nname = \"{cluster}\"\nslots = 24\n[cluster.kafka]\n\"bootstrap.servers\" = \"{bootstrap}\"\n"
+    );
+    let mut nodes: Vec<Serve> = (0..3).map(|_| Serve::start(&[], &server, "")).collect();
+
+    // Five tenants put through the API, each through another node; every node knows
+    // every tenant's token.
+    let mut tokens = Vec::new();
+    for (i, tenant) in SCALE_TENANTS.iter().enumerate() {
+        tokens.push(put_tenant(&nodes[i % 3], tenant, &bootstrap));
+    }
+    for node in nodes.iter_mut() {
+        for (tenant, token) in SCALE_TENANTS.iter().zip(&tokens) {
+            node.tokens.insert(tenant.to_string(), token.clone());
+        }
+    }
+    let mut pipelines: Vec<(&str, String, usize)> = Vec::new();
+    for (t, tenant) in SCALE_TENANTS.iter().enumerate() {
+        let digest = nodes[(t + 1) % 3].upload(tenant, &passthrough, "passthrough");
+        for (table, path) in tables.iter().enumerate() {
+            let name = format!("p{table}-{}", cluster.rsplit('-').next().unwrap());
+            pipelines.push((tenant, name, table));
+            let i = pipelines.len() - 1;
+            let config = pipeline_config(
+                path,
+                &format!("{cluster}-{tenant}-{table}"),
+                None,
+                Extra {
+                    transform: "memory_limit_mib = 32",
+                    ..Extra::default()
+                },
+            );
+            nodes[i % 3].create(tenant, &pipelines[i].1, &config, &digest);
+        }
+    }
+    let topics: Vec<String> = pipelines
+        .iter()
+        .map(|(tenant, _, table)| format!("{cluster}-{tenant}-{table}"))
+        .collect();
+    let everyone: Vec<&Serve> = nodes.iter().collect();
+    wait_records(&topics, 20, &everyone);
+
+    // Every node runs some; each pipeline runs on exactly one; any node says which.
+    let placed: Vec<BTreeSet<String>> = nodes.iter().map(running_on).collect();
+    assert!(
+        placed.iter().all(|p| !p.is_empty()),
+        "every node runs some: {placed:?}"
+    );
+    let node_names: Vec<String> = nodes
+        .iter()
+        .map(|n| {
+            n.call("GET", "/v1/cluster", Some(&n.operator), None).1["node"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for (tenant, name, _) in &pipelines {
+        let id = format!("{tenant}/{name}");
+        let owners: Vec<usize> = (0..3).filter(|&i| placed[i].contains(&id)).collect();
+        assert_eq!(owners.len(), 1, "{id} runs on one node: {placed:?}");
+        wait_reported(&everyone, tenant, name, &node_names[owners[0]]);
+    }
+
+    // A fourth node joins while the tables receive commits: only the pipelines whose
+    // slots move to it stop and start again.
+    let starts_before: Vec<Vec<usize>> = nodes
+        .iter()
+        .map(|n| pipelines.iter().map(|(t, p, _)| starts(n, t, p)).collect())
+        .collect();
+    for table in &tables {
+        deals_table(table, &["append", "--start", "20", "--rows", "20"]);
+    }
+    let mut fourth = Serve::start(&[], &server, "");
+    fourth.tokens = nodes[0].tokens.clone();
+    for table in &tables {
+        deals_table(table, &["append", "--start", "40", "--rows", "20"]);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while running_on(&fourth).is_empty() {
+        assert!(Instant::now() < deadline, "the fourth node got no slots");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let all_four: Vec<&Serve> = nodes.iter().chain([&fourth]).collect();
+    wait_records(&topics, 60, &all_four);
+    let moved = running_on(&fourth);
+    for (n, node) in nodes.iter().enumerate() {
+        let now = running_on(node);
+        assert!(
+            now.is_subset(&placed[n]),
+            "node {n} took no pipeline from another old node: {now:?} vs {:?}",
+            placed[n]
+        );
+        for (i, (tenant, name, _)) in pipelines.iter().enumerate() {
+            if now.contains(&format!("{tenant}/{name}")) {
+                assert_eq!(
+                    starts(node, tenant, name),
+                    starts_before[n][i],
+                    "{tenant}/{name} did not move and was not restarted"
+                );
+            }
+        }
+    }
+    eprintln!("the fourth node took {} pipelines: {moved:?}", moved.len());
+
+    // Rolling restart of every node, one by one, while the tables receive commits; the
+    // other nodes answer the API throughout.
+    let mut start = 60;
+    let mut all: Vec<Serve> = nodes.into_iter().chain([fourth]).collect();
+    for restarting in 0..all.len() {
+        for table in &tables {
+            deals_table(
+                table,
+                &["append", "--start", &start.to_string(), "--rows", "20"],
+            );
+        }
+        start += 20;
+        assert!(all[restarting].stop(), "node {restarting} stops cleanly");
+        let asked = &all[(restarting + 1) % all.len()];
+        let (tenant, name, _) = &pipelines[restarting];
+        let (status, body) = asked.call(
+            "GET",
+            &format!("/v1/tenants/{tenant}/pipelines"),
+            Some(asked.token(tenant)),
+            None,
+        );
+        assert_eq!(
+            status, 200,
+            "the API answers while node {restarting} is down: {body}"
+        );
+        assert!(body.as_array().unwrap().iter().any(|p| p["name"] == *name));
+        all[restarting].restart();
+    }
+    let everyone: Vec<&Serve> = all.iter().collect();
+    wait_records(&topics, start, &everyone);
+    // Time for anything produced twice to show.
+    std::thread::sleep(Duration::from_secs(3));
+    for (i, topic) in topics.iter().enumerate() {
+        let records = consume_all(topic);
+        let values: Vec<Option<String>> = records.iter().map(|r| r.value.clone()).collect();
+        let distinct: BTreeSet<&Option<String>> = values.iter().collect();
+        assert_eq!(
+            (values.len(), distinct.len()),
+            (start, start),
+            "pipeline {i}: every change row exactly once"
+        );
+        // Same order as the table: the deals come in the order of their ids.
+        let ids: Vec<u64> = values.iter().map(|v| deal_id(v.as_deref())).collect();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "pipeline {i}: in table order: {ids:?}"
+        );
+    }
+    for node in all.iter_mut() {
+        assert!(node.stop(), "a node stops cleanly:\n{}", node.log());
     }
 }

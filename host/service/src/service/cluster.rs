@@ -9,13 +9,15 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use sluice_cluster::blob::{self, Assembler, ChunkKey};
 use sluice_cluster::{
-    ClusterConfig, ClusterError, Membership, SlotChange, StateLog, StateRecord, slot_of,
+    ClusterConfig, ClusterError, Membership, SharedTopic, SlotChange, StateLog, StateRecord,
+    slot_of,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::Service;
 use super::registry::{Entry, stop};
+use super::reports::Reports;
 use crate::config::TenantConfig;
 use crate::error::ServiceError;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState};
@@ -30,6 +32,7 @@ pub(super) struct ClusterPart {
     /// The offset of the next record to apply: the records before it are applied.
     applied: watch::Sender<i64>,
     held: Mutex<BTreeSet<u32>>,
+    reports: Arc<Reports>,
     membership: Mutex<Option<Membership>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -66,6 +69,16 @@ fn module_key(tenant: &str, digest: &str) -> String {
 }
 
 impl ClusterPart {
+    /// This node's name.
+    pub(super) fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// What the nodes report of the pipelines they run.
+    pub(super) fn reports(&self) -> &Reports {
+        &self.reports
+    }
+
     /// Queues a definition for the state topic (a change its owner made).
     pub(super) fn publish_definition(&self, definition: &PipelineDefinition) {
         let _ = self.publishes.send(definition.clone());
@@ -95,9 +108,13 @@ impl Service {
             .node
             .clone()
             .unwrap_or_else(|| self.config.server.listen.to_string());
-        let (log, records) = StateLog::open(&config, &node)
+        let (log, records) = StateLog::open(&config, &node, SharedTopic::State)
             .await
             .map_err(cluster_error)?;
+        let (status_log, status_records) = StateLog::open(&config, &node, SharedTopic::Status)
+            .await
+            .map_err(cluster_error)?;
+        let reports = Arc::new(Reports::new(status_log));
         let replay_end = log.replay_end();
         let log = Arc::new(log);
         let (publishes, to_publish) = mpsc::unbounded_channel();
@@ -108,6 +125,7 @@ impl Service {
             publishes,
             applied: watch::channel(0).0,
             held: Mutex::default(),
+            reports: reports.clone(),
             membership: Mutex::default(),
             tasks: Mutex::default(),
         });
@@ -117,6 +135,8 @@ impl Service {
             ));
         }
         let publisher = tokio::spawn(publish(log, to_publish));
+        let report_reader = tokio::spawn(Service::read_reports(reports.clone(), status_records));
+        let reporter = tokio::spawn(self.clone().report(reports, node.clone()));
         let applier = tokio::spawn(self.clone().apply_records(records));
         // Every definition is known before any slot is: a slot's pipelines start from
         // the whole state.
@@ -137,7 +157,7 @@ impl Service {
         part.tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .extend([publisher, applier, follower]);
+            .extend([publisher, applier, follower, report_reader, reporter]);
         self.ready.store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }

@@ -49,6 +49,17 @@ pub(super) struct Entry {
 }
 
 impl Entry {
+    /// Change rows per second over the last rate samples.
+    pub(super) fn rows_per_second(&self) -> f64 {
+        let rates = self.rates.lock().unwrap_or_else(|e| e.into_inner());
+        match (rates.front(), rates.back()) {
+            (Some((t0, r0)), Some((t1, r1))) if t1 > t0 => {
+                (r1 - r0) as f64 / t1.duration_since(*t0).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+
     /// A new entry, not yet running.
     pub(super) fn new(definition: PipelineDefinition, memory_mib: usize) -> Arc<Entry> {
         Arc::new(Entry {

@@ -28,6 +28,9 @@ pub struct PipelineStatus {
     pub name: String,
     /// `running`, `paused` or `failed`.
     pub state: PipelineState,
+    /// In a cluster, the node that runs it (as last reported); unset when it runs
+    /// nowhere or the service runs alone.
+    pub node: Option<String>,
     /// Why it failed.
     pub error: Option<String>,
     /// The module it runs.
@@ -100,14 +103,21 @@ impl Service {
             .state
             .module(&definition.tenant, &definition.module)?
             .map_or_else(String::new, |m| m.name);
-        let rows_per_second = {
-            let rates = entry.rates.lock().unwrap_or_else(|e| e.into_inner());
-            match (rates.front(), rates.back()) {
-                (Some((t0, r0)), Some((t1, r1))) if t1 > t0 => {
-                    (r1 - r0) as f64 / t1.duration_since(*t0).as_secs_f64()
-                }
-                _ => 0.0,
-            }
+        let (tenant, name) = (&definition.tenant, &definition.name);
+        // In a cluster the figures are the running node's: this node's own when it runs
+        // the pipeline, else the last report of the node that does.
+        let running = definition.state == PipelineState::Running;
+        let (node, counters, rows_per_second) = match self.cluster_part().filter(|_| running) {
+            None => (None, counters, entry.rows_per_second()),
+            Some(part) if self.owns(tenant, name) => (
+                Some(part.node().to_string()),
+                counters,
+                entry.rows_per_second(),
+            ),
+            Some(part) => match part.reports().get(tenant, name) {
+                Some(report) => (Some(report.node), report.counters, report.rows_per_second),
+                None => (None, counters, entry.rows_per_second()),
+            },
         };
         let position = position_of(&definition, &counters);
         let (table, topic) = match toml::from_str::<toml::Table>(&definition.config) {
@@ -128,6 +138,7 @@ impl Service {
             tenant: definition.tenant,
             name: definition.name,
             state: definition.state,
+            node,
             error: definition.error,
             module: ModuleView {
                 digest: definition.module,
@@ -145,13 +156,23 @@ impl Service {
         })
     }
 
-    /// Every pipeline's status, for the operator's metrics.
-    pub fn all_statuses(&self, caller: &Caller) -> Result<Vec<PipelineStatus>, ServiceError> {
+    /// The statuses this node's metrics show (operator only): every pipeline's when it
+    /// runs alone; in a cluster those it runs, so scraping every node counts each
+    /// pipeline once.
+    pub fn metric_statuses(&self, caller: &Caller) -> Result<Vec<PipelineStatus>, ServiceError> {
         if *caller != Caller::Operator {
             return Err(ServiceError::OperatorOnly("read every tenant's metrics"));
         }
         let entries = self.entries();
-        entries.iter().map(|e| self.status_of(e)).collect()
+        let clustered = self.cluster_part().is_some();
+        entries
+            .iter()
+            .filter(|e| {
+                let definition = e.definition();
+                !clustered || self.owns(&definition.tenant, &definition.name)
+            })
+            .map(|e| self.status_of(e))
+            .collect()
     }
 
     /// Takes a sample of each pipeline's rows counter, for its rate.
