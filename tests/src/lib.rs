@@ -137,14 +137,17 @@ pub fn deals_table(table: &Path, args: &[&str]) {
     assert!(status.success(), "deals_table.py {args:?} failed");
 }
 
-/// The `sluice` binary, built by the test command before the tests run.
+/// The `sluice` binary, built by the test command before the tests run (or beside a
+/// benchmark's binary).
 pub fn sluice_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary has a path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("tests run from target/<profile>/deps");
-    let binary = profile_dir.join("sluice");
+    let exe_dir = exe.parent().expect("the test binary is in a directory");
+    // Tests run from target/<profile>/deps, benchmarks from target/<profile>.
+    let binary = [exe_dir, exe_dir.parent().unwrap_or(exe_dir)]
+        .iter()
+        .map(|dir| dir.join("sluice"))
+        .find(|binary| binary.exists())
+        .unwrap_or_else(|| exe_dir.join("sluice"));
     assert!(
         binary.exists(),
         "{} is missing: build it with `cargo build -p sluice` (scripts/test.sh does)",
@@ -462,6 +465,15 @@ pub fn consume_all(topic: &str) -> Vec<Consumed> {
 
 /// [`consume_all`] from the cluster at `bootstrap`.
 pub fn consume_all_from(bootstrap: &str, topic: &str) -> Vec<Consumed> {
+    consume_timed(bootstrap, topic)
+        .into_iter()
+        .map(|(_, record)| record)
+        .collect()
+}
+
+/// [`consume_all_from`] with each record's timestamp (milliseconds since the epoch, as
+/// the producer stamped it).
+pub fn consume_timed(bootstrap: &str, topic: &str) -> Vec<(i64, Consumed)> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", unique_topic("test-reader"))
@@ -497,11 +509,15 @@ pub fn consume_all_from(bootstrap: &str, topic: &str) -> Vec<Consumed> {
                     .collect()
             })
             .unwrap_or_default();
-        records.push(Consumed {
-            key: message.key().map(text),
-            value: message.payload().map(text),
-            headers,
-        });
+        let timestamp = message.timestamp().to_millis().unwrap_or_default();
+        records.push((
+            timestamp,
+            Consumed {
+                key: message.key().map(text),
+                value: message.payload().map(text),
+                headers,
+            },
+        ));
     }
 }
 

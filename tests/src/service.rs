@@ -217,6 +217,23 @@ impl Serve {
         (status, value)
     }
 
+    /// `GET /v1/cluster`: the node's name, slots and the pipelines it runs.
+    pub fn cluster_view(&self) -> Value {
+        let (status, view) = self.call("GET", "/v1/cluster", Some(&self.operator), None);
+        assert_eq!(status, 200, "the node describes its part: {view}");
+        view
+    }
+
+    /// The pipelines (as `tenant/name`) the node says it runs.
+    pub fn running(&self) -> std::collections::BTreeSet<String> {
+        self.cluster_view()["running"]
+            .as_array()
+            .expect("a list of pipelines")
+            .iter()
+            .filter_map(|p| p.as_str().map(str::to_string))
+            .collect()
+    }
+
     /// The token of `tenant`.
     pub fn token(&self, tenant: &str) -> &str {
         &self.tokens[tenant]

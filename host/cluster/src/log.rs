@@ -11,7 +11,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 use rdkafka::util::Timeout;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tokio::sync::mpsc;
@@ -144,6 +144,25 @@ impl StateLog {
     /// once it has applied the record before it.
     pub fn replay_end(&self) -> i64 {
         self.replay_end
+    }
+
+    /// The offset the records written so far end at (the next record's offset).
+    pub async fn end_offset(&self) -> Result<i64, ClusterError> {
+        let (producer, topic) = (self.producer.clone(), self.topic.clone());
+        let high = tokio::task::spawn_blocking(move || {
+            producer
+                .client()
+                .fetch_watermarks(&topic, 0, ANSWER_WAIT)
+                .map(|(_, high)| high)
+        })
+        .await
+        .expect("reading watermarks does not panic");
+        high.map_err(|e| ClusterError::Topic {
+            what: self.what,
+            topic: self.topic.clone(),
+            bootstrap: self.bootstrap.clone(),
+            detail: format!("its end could not be read: {e}"),
+        })
     }
 
     /// Writes a record (`None` removes the key) and returns its offset once Kafka has

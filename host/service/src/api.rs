@@ -67,7 +67,8 @@ impl FromRequestParts<Arc<Service>> for Caller {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        Ok(service.caller(authorization)?)
+        let caller = || service.caller(authorization);
+        Ok(service.found(caller).await?)
     }
 }
 
@@ -239,7 +240,7 @@ async fn list_modules(
     caller: Caller,
     Path(tenant): Path<String>,
 ) -> Reply<Response> {
-    Ok(Json(service.modules(&caller, &tenant)?).into_response())
+    Ok(Json(service.modules(&caller, &tenant).await?).into_response())
 }
 
 async fn list_pipelines(
@@ -247,7 +248,7 @@ async fn list_pipelines(
     caller: Caller,
     Path(tenant): Path<String>,
 ) -> Reply<Response> {
-    Ok(Json(service.pipelines(&caller, &tenant)?).into_response())
+    Ok(Json(service.pipelines(&caller, &tenant).await?).into_response())
 }
 
 async fn create(
@@ -267,7 +268,7 @@ async fn status(
     caller: Caller,
     Path((tenant, name)): Path<(String, String)>,
 ) -> Reply<Response> {
-    Ok(Json(service.status(&caller, &tenant, &name)?).into_response())
+    Ok(Json(service.status(&caller, &tenant, &name).await?).into_response())
 }
 
 async fn delete(
@@ -324,7 +325,7 @@ async fn logs(
     Path((tenant, name)): Path<(String, String)>,
     Query(query): Query<LogsQuery>,
 ) -> Reply<Response> {
-    let (kept, live) = service.logs(&caller, &tenant, &name)?;
+    let (kept, live) = service.logs(&caller, &tenant, &name).await?;
     let line = |l: &crate::logs::LogLine| {
         let mut json = serde_json::to_string(l).expect("a log line serialises");
         json.push('\n');

@@ -151,7 +151,7 @@ impl Service {
         bytes: Vec<u8>,
     ) -> Result<ModuleEntry, ServiceError> {
         caller.may_act_for(tenant)?;
-        let limits = self.tenant(tenant)?;
+        let limits = self.found(|| self.tenant(tenant)).await?;
         if !valid_name(name) {
             return Err(ServiceError::BadRequest(format!(
                 "module name `{name}` must be 1 to 100 letters, digits, '_' or '-'"
@@ -200,9 +200,13 @@ impl Service {
     }
 
     /// The tenant's modules.
-    pub fn modules(&self, caller: &Caller, tenant: &str) -> Result<Vec<ModuleEntry>, ServiceError> {
+    pub async fn modules(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+    ) -> Result<Vec<ModuleEntry>, ServiceError> {
         caller.may_act_for(tenant)?;
-        self.tenant(tenant)?;
+        self.found(|| self.tenant(tenant)).await?;
         self.state.modules(tenant)
     }
 
@@ -215,18 +219,18 @@ impl Service {
         request: CreatePipeline,
     ) -> Result<PipelineStatus, ServiceError> {
         caller.may_act_for(tenant)?;
-        let limits = self.tenant(tenant)?;
+        let limits = self.found(|| self.tenant(tenant)).await?;
         if !valid_name(name) {
             return Err(ServiceError::BadRequest(format!(
                 "pipeline name `{name}` must be 1 to 100 letters, digits, '_' or '-'"
             )));
         }
-        if self.state.module(tenant, &request.module)?.is_none() {
-            return Err(not_found(format!(
-                "Module {} of tenant {tenant}",
-                request.module
-            )));
-        }
+        let module = || {
+            self.state
+                .module(tenant, &request.module)?
+                .ok_or_else(|| not_found(format!("Module {} of tenant {tenant}", request.module)))
+        };
+        self.found(module).await?;
         let config = self.pipeline_config(tenant, name, &request.config, &request.module)?;
         let definition = PipelineDefinition {
             tenant: tenant.to_string(),
@@ -266,7 +270,7 @@ impl Service {
                 .expect("only a node of a cluster makes no entry here");
             self.write_definition(part, &definition).await?;
             tracing::info!(tenant, pipeline = name, "A pipeline was created.");
-            let entry = self.entry(tenant, name)?;
+            let entry = self.found(|| self.entry(tenant, name)).await?;
             return self.status_of(&entry);
         };
         let mut control = entry.control.lock().await;
@@ -296,7 +300,7 @@ impl Service {
         name: &str,
     ) -> Result<PipelineStatus, ServiceError> {
         caller.may_act_for(tenant)?;
-        let entry = self.entry(tenant, name)?;
+        let entry = self.found(|| self.entry(tenant, name)).await?;
         if let Some(part) = self.cluster_part() {
             // The node running it stops it when it reads this.
             self.write_change(part, &entry, |d| {
@@ -325,7 +329,7 @@ impl Service {
         name: &str,
     ) -> Result<PipelineStatus, ServiceError> {
         caller.may_act_for(tenant)?;
-        let entry = self.entry(tenant, name)?;
+        let entry = self.found(|| self.entry(tenant, name)).await?;
         if let Some(part) = self.cluster_part() {
             if entry.definition().state == PipelineState::Running {
                 return Err(ServiceError::Conflict(format!(
@@ -359,7 +363,7 @@ impl Service {
         name: &str,
     ) -> Result<(), ServiceError> {
         caller.may_act_for(tenant)?;
-        let entry = self.entry(tenant, name)?;
+        let entry = self.found(|| self.entry(tenant, name)).await?;
         if let Some(part) = self.cluster_part() {
             self.write_removal(part, tenant, name).await?;
             part.reports().forget(tenant, name).await;
@@ -378,13 +382,17 @@ impl Service {
     }
 
     /// A pipeline's kept guest log lines and a receiver for new ones.
-    pub fn logs(
+    pub async fn logs(
         &self,
         caller: &Caller,
         tenant: &str,
         name: &str,
     ) -> Result<(Vec<LogLine>, tokio::sync::broadcast::Receiver<LogLine>), ServiceError> {
         caller.may_act_for(tenant)?;
-        Ok(self.entry(tenant, name)?.log.subscribe())
+        Ok(self
+            .found(|| self.entry(tenant, name))
+            .await?
+            .log
+            .subscribe())
     }
 }

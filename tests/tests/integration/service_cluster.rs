@@ -16,18 +16,6 @@ use sluice_tests::{
 const PIPELINES: usize = 6;
 const TENANTS: [&str; 2] = ["acme", "globex"];
 
-/// The pipelines (as `tenant/name`) a node says it runs.
-fn running_on(node: &Serve) -> BTreeSet<String> {
-    let (status, view) = node.call("GET", "/v1/cluster", Some(&node.operator), None);
-    assert_eq!(status, 200, "the node describes its part: {view}");
-    view["running"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Waits until every topic holds `expected` records; returns how long that took.
 fn wait_records(topics: &[String], expected: usize, nodes: &[&Serve]) -> Duration {
     let started = Instant::now();
@@ -115,7 +103,7 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
 
     // Each pipeline runs on exactly one node.
     let all: BTreeSet<String> = pipelines.iter().map(|(t, n)| format!("{t}/{n}")).collect();
-    let placed: Vec<BTreeSet<String>> = nodes.iter().map(running_on).collect();
+    let placed: Vec<BTreeSet<String>> = nodes.iter().map(Serve::running).collect();
     for pipeline in &all {
         let owners = placed.iter().filter(|p| p.contains(pipeline)).count();
         assert_eq!(owners, 1, "{pipeline} runs on one node: {placed:?}");
@@ -146,7 +134,7 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
         "every table delivered through version 2 {:.1} s after the kill",
         killed.elapsed().as_secs_f64()
     );
-    let now_placed: BTreeSet<String> = survivors.iter().flat_map(|n| running_on(n)).collect();
+    let now_placed: BTreeSet<String> = survivors.iter().flat_map(|n| n.running()).collect();
     assert_eq!(now_placed, all, "the survivors run every pipeline");
 
     for (i, topic) in topics.iter().enumerate() {
@@ -165,7 +153,7 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
     let pipeline = format!("{tenant}/{name}");
     let (runner, other): (Vec<&Serve>, Vec<&Serve>) = survivors
         .iter()
-        .partition(|node| running_on(node).contains(&pipeline));
+        .partition(|node| node.running().contains(&pipeline));
     let (runner, other) = (runner[0], other[0]);
     let green = other.upload(tenant, &transform_component("tagged/green"), "green");
     let (code, report) = other.call(
@@ -242,7 +230,7 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
     // switches back at a boundary, and the next commit's records are the old module's.
     let (runner, other): (Vec<&Serve>, Vec<&Serve>) = survivors
         .iter()
-        .partition(|node| running_on(node).contains(&pipeline));
+        .partition(|node| node.running().contains(&pipeline));
     let (runner, other) = (runner[0], other[0]);
     let switches = |node: &Serve| {
         node.log()
@@ -405,7 +393,7 @@ fn thirty_pipelines_of_api_tenants_survive_a_joining_node_and_a_rolling_restart(
     wait_records(&topics, 20, &everyone);
 
     // Every node runs some; each pipeline runs on exactly one; any node says which.
-    let placed: Vec<BTreeSet<String>> = nodes.iter().map(running_on).collect();
+    let placed: Vec<BTreeSet<String>> = nodes.iter().map(Serve::running).collect();
     assert!(
         placed.iter().all(|p| !p.is_empty()),
         "every node runs some: {placed:?}"
@@ -441,15 +429,15 @@ fn thirty_pipelines_of_api_tenants_survive_a_joining_node_and_a_rolling_restart(
         deals_table(table, &["append", "--start", "40", "--rows", "20"]);
     }
     let deadline = Instant::now() + Duration::from_secs(60);
-    while running_on(&fourth).is_empty() {
+    while fourth.running().is_empty() {
         assert!(Instant::now() < deadline, "the fourth node got no slots");
         std::thread::sleep(Duration::from_millis(500));
     }
     let all_four: Vec<&Serve> = nodes.iter().chain([&fourth]).collect();
     wait_records(&topics, 60, &all_four);
-    let moved = running_on(&fourth);
+    let moved = fourth.running();
     for (n, node) in nodes.iter().enumerate() {
-        let now = running_on(node);
+        let now = node.running();
         assert!(
             now.is_subset(&placed[n]),
             "node {n} took no pipeline from another old node: {now:?} vs {:?}",

@@ -22,6 +22,9 @@ use crate::config::TenantConfig;
 use crate::error::ServiceError;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState};
 
+/// Longest a call waits for this node to apply what other nodes wrote before it.
+const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A node's part in its cluster.
 pub(super) struct ClusterPart {
     config: ClusterConfig,
@@ -190,6 +193,43 @@ impl Service {
             .take();
         let _ = tokio::task::spawn_blocking(move || drop(membership)).await;
         tracing::info!(node = part.node, "The node left its cluster.");
+    }
+
+    /// Waits until this node has applied every record written to the state topic so
+    /// far: what another node wrote and answered for is then seen here too (a module
+    /// uploaded through one node and used through another a moment later). Alone, there
+    /// is nothing to wait for.
+    pub(super) async fn catch_up(&self) -> Result<(), ServiceError> {
+        let Some(part) = self.cluster.get() else {
+            return Ok(());
+        };
+        let end = part.log.end_offset().await.map_err(cluster_error)?;
+        let mut applied = part.applied.subscribe();
+        match tokio::time::timeout(CATCH_UP_WAIT, applied.wait_for(|next| *next >= end)).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(ServiceError::Cluster(format!(
+                "node {} has not applied the cluster's state up to offset {end} within {CATCH_UP_WAIT:?}; try again, or see its log",
+                part.node
+            ))),
+        }
+    }
+
+    /// Looks something up; in a cluster, when it is not found, looks again once this node
+    /// has caught up with the state topic, as it may have been made through another node
+    /// a moment ago.
+    pub(crate) async fn found<T>(
+        &self,
+        lookup: impl Fn() -> Result<T, ServiceError>,
+    ) -> Result<T, ServiceError> {
+        match lookup() {
+            Err(ServiceError::NotFound { .. } | ServiceError::Unauthenticated)
+                if self.cluster.get().is_some() =>
+            {
+                self.catch_up().await?;
+                lookup()
+            }
+            other => other,
+        }
     }
 
     /// Whether this node runs pipeline `name` of `tenant`: always when alone, else

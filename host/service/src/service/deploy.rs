@@ -95,7 +95,7 @@ impl Service {
         request: Deploy,
     ) -> Result<DeployReport, ServiceError> {
         caller.may_act_for(tenant)?;
-        let entry = self.entry(tenant, name)?;
+        let entry = self.found(|| self.entry(tenant, name)).await?;
         if let Some(part) = self.cluster_part() {
             return self.deploy_in_cluster(part, &entry, request).await;
         }

@@ -66,13 +66,13 @@ pub struct ModuleView {
 
 impl Service {
     /// The tenant's pipelines.
-    pub fn pipelines(
+    pub async fn pipelines(
         &self,
         caller: &Caller,
         tenant: &str,
     ) -> Result<Vec<PipelineStatus>, ServiceError> {
         caller.may_act_for(tenant)?;
-        self.tenant(tenant)?;
+        self.found(|| self.tenant(tenant)).await?;
         let entries: Vec<Arc<Entry>> = self
             .pipelines
             .lock()
@@ -85,14 +85,14 @@ impl Service {
     }
 
     /// One pipeline's status.
-    pub fn status(
+    pub async fn status(
         &self,
         caller: &Caller,
         tenant: &str,
         name: &str,
     ) -> Result<PipelineStatus, ServiceError> {
         caller.may_act_for(tenant)?;
-        let entry = self.entry(tenant, name)?;
+        let entry = self.found(|| self.entry(tenant, name)).await?;
         self.status_of(&entry)
     }
 
