@@ -88,6 +88,9 @@ impl Default for EngineConfig {
 /// after it is logged: how a service streams one pipeline's guest logs.
 pub type LogTap = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
 
+/// A module's compiled code, once compiled; locked while it compiles.
+type CompiledSlot = Arc<Mutex<Option<Component>>>;
+
 /// Stops the epoch thread when the last engine or module using it is dropped.
 struct Ticker {
     stop: Arc<AtomicBool>,
@@ -109,7 +112,7 @@ pub struct TransformEngine {
     config: EngineConfig,
     ticker: Arc<Ticker>,
     // Compiled code by module digest: many pipelines running one module share it.
-    compiled: Arc<Mutex<HashMap<String, Component>>>,
+    compiled: Arc<Mutex<HashMap<String, CompiledSlot>>>,
 }
 
 impl TransformEngine {
@@ -234,17 +237,24 @@ impl TransformEngine {
     /// Compiles the component, or takes it from the engine's compiled modules or the
     /// cache directory. Cached files are keyed by the module's digest and the engine's
     /// settings, and written only by this code.
+    /// One module is compiled once even when several callers ask at the same time
+    /// (pipelines of a module starting together): the others wait for it.
     fn compile(&self, path: &Path, bytes: &[u8], digest: &str) -> Result<Component, EngineError> {
-        let compiled = || {
-            self.compiled
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        };
-        if let Some(component) = compiled().get(digest) {
+        let slot = self
+            .compiled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(digest.to_string())
+            .or_default()
+            .clone();
+        let mut slot = slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(component) = slot.as_ref() {
             return Ok(component.clone());
         }
         let component = self.compile_or_read_cache(path, bytes, digest)?;
-        compiled().insert(digest.to_string(), component.clone());
+        *slot = Some(component.clone());
         Ok(component)
     }
 

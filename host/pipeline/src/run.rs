@@ -157,6 +157,7 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
         delivery,
         start,
         resolved,
+        took,
     } = start(
         config,
         start_from,
@@ -165,7 +166,7 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
         connect.connect(),
     )
     .await?;
-    tracing::info!(pipeline = name, table = feed.table(), position = %start, "Pipeline started.");
+    tracing::info!(pipeline = name, table = feed.table(), position = %start, startup = %took, "Pipeline started.");
     controls.metrics.record_commit(0, 0, 0, start);
     let mut pipeline = Pipeline {
         name,

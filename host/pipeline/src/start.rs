@@ -1,8 +1,10 @@
 //! Starting a run: the table, the module and the sink are made ready at the same time,
 //! then the run's first position is found (the stored one, or where the config says).
 
+use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sluice_sink::SinkError;
 use sluice_source::{ChangeFeed, Position, SourceOptions};
@@ -25,6 +27,43 @@ pub(crate) struct Started<D> {
     pub start: Position,
     /// Whether `start` came from the config and is not stored yet.
     pub resolved: bool,
+    /// How long each step took.
+    pub took: StartupTimes,
+}
+
+/// How long each step of a start took: an operator's answer to "why did this pipeline
+/// take long to start?" (a module compiled for the first time, a slow broker).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct StartupTimes {
+    table: Duration,
+    module: Duration,
+    kafka: Duration,
+    position: Duration,
+}
+
+impl fmt::Display for StartupTimes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "table {:.2} s, module {:.2} s, kafka {:.2} s, position {:.2} s",
+            self.table.as_secs_f64(),
+            self.module.as_secs_f64(),
+            self.kafka.as_secs_f64(),
+            self.position.as_secs_f64()
+        )
+    }
+}
+
+/// Runs `step`, with how long it took.
+async fn timed<T>(step: impl Future<Output = T>) -> (T, Duration) {
+    let started = Instant::now();
+    let value = step.await;
+    (value, started.elapsed())
+}
+
+/// Both of a timed step's results, or its error.
+fn split<T, E>((result, took): (Result<T, E>, Duration)) -> Result<(T, Duration), E> {
+    result.map(|value| (value, took))
 }
 
 /// Opens the table, loads and starts the module, and connects the sink, concurrently;
@@ -62,7 +101,12 @@ pub(crate) async fn start<D: Delivery>(
         .map_err(PipelineError::from)
     };
     let connect = async { connect.await.map_err(PipelineError::from) };
-    let (feed, stages, delivery) = tokio::try_join!(feed, stages, connect)?;
+    let ((feed, table), (stages, module), (delivery, kafka)) = tokio::try_join!(
+        async { split(timed(feed).await) },
+        async { split(timed(stages).await) },
+        async { split(timed(connect).await) },
+    )?;
+    let positioning = Instant::now();
     let stored = match start_from {
         StartFrom::StoredPosition => stored_position(config, &feed, &delivery).await?,
         StartFrom::Configured => None,
@@ -77,6 +121,12 @@ pub(crate) async fn start<D: Delivery>(
         delivery,
         start,
         resolved,
+        took: StartupTimes {
+            table,
+            module,
+            kafka,
+            position: positioning.elapsed(),
+        },
     })
 }
 

@@ -151,6 +151,21 @@ impl Service {
             pipelines = self.entries().len(),
             "The node read the cluster's state."
         );
+        // Compiled before taking any slot: a pipeline that moves here starts at once
+        // instead of compiling its module on a busy node first.
+        let modules: BTreeSet<(String, String)> = self
+            .entries()
+            .iter()
+            .map(|entry| {
+                let definition = entry.definition();
+                (definition.tenant, definition.module)
+            })
+            .collect();
+        for (tenant, digest) in modules {
+            if let Ok(Some(module)) = self.state.module(&tenant, &digest) {
+                self.clone().warm_module(module).await;
+            }
+        }
         let (changes, slot_changes) = mpsc::unbounded_channel();
         let membership = Membership::join(&config, &node, changes)
             .await
@@ -358,9 +373,12 @@ impl Service {
     /// Applies the shared state's records in order, for as long as they come.
     async fn apply_records(self: Arc<Service>, mut records: mpsc::UnboundedReceiver<StateRecord>) {
         let mut assembler = Assembler::default();
+        let (warm, to_warm) = mpsc::unbounded_channel();
+        let warmer = tokio::spawn(self.clone().warm_modules(to_warm));
+        let _stop_warming = AbortOnDrop(warmer);
         while let Some(record) = records.recv().await {
             let offset = record.offset;
-            if let Err(e) = self.apply(record, &mut assembler).await {
+            if let Err(e) = self.apply(record, &mut assembler, &warm).await {
                 tracing::error!(offset, error = %e, "A record of the cluster's state could not be applied; it is skipped.");
             }
             if let Some(part) = self.cluster.get() {
@@ -369,10 +387,39 @@ impl Service {
         }
     }
 
+    /// Compiles each module sent, one at a time, so that a pipeline of it that moves to
+    /// this node later starts without compiling it first (seconds on a busy node).
+    async fn warm_modules(self: Arc<Service>, mut modules: mpsc::UnboundedReceiver<ModuleEntry>) {
+        while let Some(module) = modules.recv().await {
+            self.clone().warm_module(module).await;
+        }
+    }
+
+    /// Compiles a module into the engine and its cache, unless it is there.
+    async fn warm_module(self: Arc<Service>, module: ModuleEntry) {
+        let warmed = tokio::task::spawn_blocking(move || {
+            let bytes = self.state.read_module(&module.digest)?;
+            self.engine
+                .load_bytes(
+                    &module.name,
+                    &self.state.module_path(&module.digest),
+                    &bytes,
+                    sluice_engine::InstanceLimits::default(),
+                )
+                .map(drop)
+                .map_err(|e| ServiceError::InvalidModule(e.to_string()))
+        })
+        .await;
+        if let Ok(Err(e)) = warmed {
+            tracing::warn!(error = %e, "A module of the cluster's state could not be compiled ahead; a pipeline using it compiles it when it starts here.");
+        }
+    }
+
     async fn apply(
         self: &Arc<Service>,
         record: StateRecord,
         assembler: &mut Assembler,
+        warm: &mpsc::UnboundedSender<ModuleEntry>,
     ) -> Result<(), ServiceError> {
         let bad = |what: &str, e: serde_json::Error| {
             ServiceError::Cluster(format!("{what} `{}` is unreadable: {e}", record.key))
@@ -402,6 +449,7 @@ impl Service {
                 let entry: ModuleEntry =
                     serde_json::from_slice(json).map_err(|e| bad("module", e))?;
                 self.state.save_module_entry(tenant, &entry)?;
+                let _ = warm.send(entry);
             }
         } else if let Some(rest) = record.key.strip_prefix("pipeline/") {
             let Some((tenant, name)) = rest.split_once('/') else {
@@ -545,6 +593,15 @@ impl Service {
                 slots.contains(&slot_of(&definition.tenant, &definition.name, count))
             })
             .collect()
+    }
+}
+
+/// Aborts a task when dropped: a helper task ends with the task that started it.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
