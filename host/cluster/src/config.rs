@@ -12,11 +12,15 @@ use serde::Deserialize;
 pub struct ClusterConfig {
     /// The cluster's name: nodes with the same name and Kafka form one cluster. It names
     /// the consumer group (`sluice-cluster-<name>`) and the topics
-    /// (`sluice-cluster-<name>-state`, `sluice-cluster-<name>-slots`).
+    /// (`sluice-cluster-<name>-state`, `-status`, `-slots`).
     pub name: String,
     /// This node's name in logs and statuses (default: the API's listen address).
     #[serde(default)]
     pub node: Option<String>,
+    /// Where the other nodes reach this node's admin API, to relay the logs of the
+    /// pipelines it runs (default: `http://` and the API's listen address).
+    #[serde(default)]
+    pub advertised_url: Option<String>,
     /// Slots the pipelines are spread over (default 64): more than there will ever be
     /// nodes. Fixed once the cluster exists.
     #[serde(default = "default_slots")]

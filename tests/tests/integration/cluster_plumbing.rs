@@ -15,6 +15,7 @@ fn cluster(slots: u32) -> ClusterConfig {
     ClusterConfig {
         name: unique_topic("plumbing").replace('.', "-"),
         node: None,
+        advertised_url: None,
         slots,
         session_timeout: Duration::from_secs(6),
         replication_factor: None,

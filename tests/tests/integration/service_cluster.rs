@@ -195,6 +195,25 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
         records[120..].iter().all(tagged),
         "the new module made the last 40"
     );
+    // Its logs, asked of the node that does not run it, are relayed from the one that does.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, logs) = other.call(
+            "GET",
+            &format!("/v1/tenants/{tenant}/pipelines/{name}/logs"),
+            Some(other.token(tenant)),
+            None,
+        );
+        assert_eq!(code, 200, "{logs}");
+        if logs.to_string().contains("green got") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the logs were not relayed: {logs}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 
     // The node running the pipeline freezes past the session timeout: the other node
     // takes its pipelines over, fencing it. Woken, it finds its slots lost and drops its

@@ -139,7 +139,11 @@ impl Service {
         }
         let publisher = tokio::spawn(publish(log, to_publish));
         let report_reader = tokio::spawn(Service::read_reports(reports.clone(), status_records));
-        let reporter = tokio::spawn(self.clone().report(reports, node.clone()));
+        let api = config
+            .advertised_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.config.server.listen));
+        let reporter = tokio::spawn(self.clone().report(reports, node.clone(), api));
         let applier = tokio::spawn(self.clone().apply_records(records));
         // Every definition is known before any slot is: a slot's pipelines start from
         // the whole state.

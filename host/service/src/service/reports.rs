@@ -23,6 +23,9 @@ const REPORT_EVERY: Duration = Duration::from_secs(2);
 pub(super) struct Report {
     /// The node that runs it.
     pub node: String,
+    /// Where that node's admin API is reached.
+    #[serde(default)]
+    pub api: Option<String>,
     /// Change rows per second over the last seconds.
     pub rows_per_second: f64,
     /// Its counters on that node.
@@ -84,6 +87,18 @@ impl Reports {
 }
 
 impl Service {
+    /// The admin API of the node that runs a pipeline, when that is another node of the
+    /// cluster: its logs are there.
+    pub fn runs_elsewhere(&self, tenant: &str, name: &str) -> Option<String> {
+        let part = self.cluster_part()?;
+        let definition = self.entry(tenant, name).ok()?.definition();
+        if definition.state != PipelineState::Running || self.owns(tenant, name) {
+            return None;
+        }
+        let report = part.reports().get(tenant, name)?;
+        (report.node != part.node()).then_some(report.api?)
+    }
+
     /// Keeps the latest report of every pipeline, for as long as they come.
     pub(super) async fn read_reports(
         reports: Arc<Reports>,
@@ -96,7 +111,12 @@ impl Service {
 
     /// Reports the pipelines this node runs, every [`REPORT_EVERY`], each when its
     /// figures changed.
-    pub(super) async fn report(self: Arc<Service>, reports: Arc<Reports>, node: String) {
+    pub(super) async fn report(
+        self: Arc<Service>,
+        reports: Arc<Reports>,
+        node: String,
+        api: String,
+    ) {
         let mut written: HashMap<String, Report> = HashMap::new();
         let mut every = tokio::time::interval(REPORT_EVERY);
         loop {
@@ -109,6 +129,7 @@ impl Service {
                 }
                 let report = Report {
                     node: node.clone(),
+                    api: Some(api.clone()),
                     rows_per_second: entry.rows_per_second(),
                     counters: entry.metrics.snapshot(),
                 };
