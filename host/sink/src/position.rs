@@ -144,21 +144,14 @@ pub fn read_position(
         .set("fetch.wait.max.ms", "10")
         .create_with_context(PositionReader)
         .map_err(|e| fail(e.to_string()))?;
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(topic, 0, Offset::Beginning)
-        .map_err(|e| fail(e.to_string()))?;
-    consumer
-        .assign(&assignment)
-        .map_err(|e| fail(e.to_string()))?;
     let deadline = Instant::now() + wait;
     if end == ReadEnd::Stable && !topic_exists(&consumer, topic, wait).map_err(fail)? {
         return Ok(None);
     }
     // A topic created a moment ago may not be in every broker's metadata yet.
-    let stable_end = loop {
+    let (start, stable_end) = loop {
         match consumer.fetch_watermarks(topic, 0, Duration::from_secs(2).min(wait)) {
-            Ok((_, high)) => break high,
+            Ok(watermarks) => break watermarks,
             Err(e) if Instant::now() > deadline => return Err(fail(e.to_string())),
             Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }
@@ -167,6 +160,15 @@ pub fn read_position(
         // Nothing was ever written: no position, and nothing to wait for.
         return Ok(None);
     }
+    // From the offset the watermarks give: a logical offset (`Beginning`) makes
+    // librdkafka look it up first, which costs about half a second per start.
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Offset(start))
+        .map_err(|e| fail(e.to_string()))?;
+    consumer
+        .assign(&assignment)
+        .map_err(|e| fail(e.to_string()))?;
     let mut last = None;
     loop {
         let next = consumer
