@@ -40,6 +40,27 @@ fn wait_records(topics: &[String], expected: usize, nodes: &[&Serve]) -> Duratio
     started.elapsed()
 }
 
+/// How many module switches `node` logged that name `digest` (switched from or to).
+fn switches(node: &Serve, digest: &str) -> usize {
+    node.log()
+        .lines()
+        .filter(|l| l.contains("Switched the pipeline to a new module") && l.contains(digest))
+        .count()
+}
+
+/// Waits until `node` logged a switch naming `digest` beyond the `before` it had.
+fn wait_switched(node: &Serve, digest: &str, before: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while switches(node, digest) == before {
+        assert!(
+            Instant::now() < deadline,
+            "the running node did not switch within a minute:\n{}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
     let passthrough = transform_component("passthrough");
@@ -164,19 +185,7 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
     );
     assert_eq!(code, 200, "the deploy is accepted: {report}");
     assert_eq!(report["outcome"], "stored", "{report}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !runner
-        .log()
-        .lines()
-        .any(|line| line.contains("Switched the pipeline to a new module") && line.contains(&green))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the running node did not switch within a minute:\n{}",
-            runner.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_switched(runner, &green, 0);
     deals_table(&tables[0], &["append", "--start", "120", "--rows", "40"]);
     wait_records(&topics[..1], 160, &survivors);
     let records = consume_all(&topics[0]);
@@ -251,13 +260,7 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
         .iter()
         .partition(|node| node.running().contains(&pipeline));
     let (runner, other) = (runner[0], other[0]);
-    let switches = |node: &Serve| {
-        node.log()
-            .lines()
-            .filter(|l| l.contains("Switched the pipeline to a new module") && l.contains(&digest))
-            .count()
-    };
-    let before = switches(runner);
+    let before = switches(runner, &digest);
     let (code, report) = other.call(
         "POST",
         &format!("/v1/tenants/{tenant}/pipelines/{name}/rollback"),
@@ -265,15 +268,7 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
         None,
     );
     assert_eq!(code, 200, "the rollback is accepted: {report}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while switches(runner) == before {
-        assert!(
-            Instant::now() < deadline,
-            "the running node did not switch back within a minute:\n{}",
-            runner.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_switched(runner, &digest, before);
     deals_table(&tables[0], &["append", "--start", "240", "--rows", "40"]);
     wait_records(&topics[..1], 280, &survivors);
     let records = consume_all(&topics[0]);

@@ -3,7 +3,7 @@
 //! topic. Every node reads the reports, so a status asked of any node shows the figures
 //! of the node that runs the pipeline.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -121,6 +121,7 @@ impl Service {
         let mut every = tokio::time::interval(REPORT_EVERY);
         loop {
             every.tick().await;
+            let mut here = HashSet::new();
             for entry in self.entries() {
                 let definition = entry.definition();
                 let (tenant, name) = (&definition.tenant, &definition.name);
@@ -134,6 +135,7 @@ impl Service {
                     counters: entry.metrics.snapshot(),
                 };
                 let key = status_key(tenant, name);
+                here.insert(key.clone());
                 if written.get(&key) == Some(&report) {
                     continue;
                 }
@@ -148,6 +150,9 @@ impl Service {
                     }
                 }
             }
+            // Forgotten once it runs elsewhere: back here, it is reported again even
+            // with the same figures, as another node's report came in between.
+            written.retain(|key, _| here.contains(key));
         }
     }
 }
