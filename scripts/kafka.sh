@@ -13,17 +13,33 @@
 #   scripts/kafka.sh node-kill N...       kill nodes (1..3) with SIGKILL
 #   scripts/kafka.sh node-start N...      start nodes again, keeping their data
 #
-# The single broker's SCRAM user `sluice` may see but not write topics named `denied-*`,
-# and may not even see `hidden-*` (ACLs set at start), so tests can meet authorization
-# failures; other principals are super users.
+# The single broker has a listener for each way users secure Kafka (ports below); its
+# certificates are made at every start under $SLUICE_KAFKA_DIR/tls: `ca.crt` (the CA the
+# listeners' certificates chain to), `client.crt`/`client.key` (a client certificate the
+# mTLS listener accepts) and `stranger.crt`/`stranger.key` (one from another CA, refused).
+# The OAUTHBEARER listener trusts an OIDC token server started with the broker
+# (NAV's mock-oauth2-server from Maven Central): issuer `kafka` at
+# http://127.0.0.1:$SLUICE_OIDC_PORT/kafka hands out 12-second tokens to any client
+# (client-credentials grant; the server does not check secrets), issuer `expired` tokens
+# already expired, issuer `stranger` tokens the broker does not trust. Its requests are
+# logged to $SLUICE_KAFKA_DIR/oidc.log (a token request's URL and body on one line).
+#
+# The user `sluice` (SCRAM, PLAIN, OAUTHBEARER) may see but not write topics named
+# `denied-*`, and may not even see `hidden-*` (ACLs set at start), so tests can meet
+# authorization failures; other principals are super users.
 #
 # Environment: SLUICE_CACHE (default ~/.cache/sluice) holds the jars;
 # SLUICE_KAFKA_DIR (default $SLUICE_CACHE/kafka-run) holds config, data, log and PID;
 # SLUICE_KAFKA_PORT (default 19092, PLAINTEXT), SLUICE_KAFKA_SCRAM_PORT (default 19094,
 # SASL_PLAINTEXT with SCRAM-SHA-256 or PLAIN, user `sluice`, password in
 # $SLUICE_KAFKA_DIR/scram-password)
-# SLUICE_KAFKA_TLS_PORT (default 19095, SSL with a CA made at start: $SLUICE_KAFKA_DIR/tls/ca.crt)
-# and SLUICE_KAFKA_CONTROLLER_PORT (default 19093). The cluster lives in
+# SLUICE_KAFKA_TLS_PORT (default 19095, SSL with a CA made at start: $SLUICE_KAFKA_DIR/tls/ca.crt),
+# SLUICE_KAFKA_SASL_SSL_PORT (default 19096, SASL_SSL with PLAIN, SCRAM-SHA-256 and
+# SCRAM-SHA-512, same user and password), SLUICE_KAFKA_MTLS_PORT (default 19097, SSL that
+# requires a client certificate), SLUICE_KAFKA_OAUTH_PORT (default 19098, SASL_SSL with
+# OAUTHBEARER), SLUICE_KAFKA_ELSEWHERE_PORT (default 19099, SSL whose certificate names
+# another host: hostname verification fails), SLUICE_OIDC_PORT (default 19180, the token
+# server) and SLUICE_KAFKA_CONTROLLER_PORT (default 19093). The cluster lives in
 # SLUICE_KAFKA_CLUSTER_DIR (default $SLUICE_CACHE/kafka-cluster).
 set -euo pipefail
 
@@ -39,6 +55,14 @@ scram_password=sluice-scram-secret
 tls_port=${SLUICE_KAFKA_TLS_PORT:-19095}
 tls_dir=$run_dir/tls
 tls_password=sluice-tls-secret
+sasl_ssl_port=${SLUICE_KAFKA_SASL_SSL_PORT:-19096}
+mtls_port=${SLUICE_KAFKA_MTLS_PORT:-19097}
+oauth_port=${SLUICE_KAFKA_OAUTH_PORT:-19098}
+elsewhere_port=${SLUICE_KAFKA_ELSEWHERE_PORT:-19099}
+oidc_port=${SLUICE_OIDC_PORT:-19180}
+oidc_version=6.0.2
+oidc_libs=$cache/mock-oauth2-server-$oidc_version/libs
+oidc_pid_file=$run_dir/oidc.pid
 pid_file=$run_dir/kafka.pid
 cluster_dir=${SLUICE_KAFKA_CLUSTER_DIR:-$cache/kafka-cluster}
 cluster_nodes=3
@@ -49,6 +73,14 @@ install() {
   fi
   echo "Fetching Apache Kafka $version jars into $libs ..."
   mvn -q -B -f "$here/kafka/pom.xml" dependency:copy-dependencies -DoutputDirectory="$libs"
+}
+
+install_oidc() {
+  if [ -f "$oidc_libs/mock-oauth2-server-$oidc_version.jar" ]; then
+    return
+  fi
+  echo "Fetching the OIDC token server (mock-oauth2-server $oidc_version) into $oidc_libs ..."
+  mvn -q -B -f "$here/oidc/pom.xml" dependency:copy-dependencies -DoutputDirectory="$oidc_libs"
 }
 
 write_log4j() {
@@ -70,18 +102,72 @@ port_open() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# A throwaway CA and a broker certificate for 127.0.0.1, made anew at every start.
+# A throwaway CA with certificates made anew at every start: the broker's for 127.0.0.1,
+# one naming another host, a client's, and a client's from a second CA the broker does
+# not trust.
 make_tls() {
   rm -rf "$tls_dir"
   mkdir -p "$tls_dir"
   (
     cd "$tls_dir"
     openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=Sluice test CA"
-    openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=localhost"
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >san.ext
-    openssl x509 -req -in broker.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out broker.crt -days 2 -extfile san.ext
-    openssl pkcs12 -export -in broker.crt -inkey broker.key -certfile ca.crt -out broker.p12 -password "pass:$tls_password"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout stranger-ca.key -out stranger-ca.crt -days 2 -subj "/CN=Another CA"
+    # name, CA, subject, extensions
+    issue() {
+      openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$3"
+      printf '%s\n' "$4" >"$1.ext"
+      openssl x509 -req -in "$1.csr" -CA "$2.crt" -CAkey "$2.key" -CAcreateserial -out "$1.crt" -days 2 -extfile "$1.ext"
+    }
+    issue broker ca "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost"
+    issue elsewhere ca "/CN=kafka.elsewhere.invalid" "subjectAltName=DNS:kafka.elsewhere.invalid"
+    issue client ca "/CN=sluice-client" "extendedKeyUsage=clientAuth"
+    issue stranger stranger-ca "/CN=sluice-client" "extendedKeyUsage=clientAuth"
+    for name in broker elsewhere; do
+      openssl pkcs12 -export -in "$name.crt" -inkey "$name.key" -certfile ca.crt -out "$name.p12" -password "pass:$tls_password"
+    done
   ) >"$run_dir/tls.log" 2>&1 || { cat "$run_dir/tls.log" >&2; exit 1; }
+}
+
+oidc_running() {
+  [ -f "$oidc_pid_file" ] && kill -0 "$(cat "$oidc_pid_file")" 2>/dev/null
+}
+
+# Starts the OIDC token server the OAUTHBEARER listener validates tokens against; the
+# broker fetches its keys at start, so it runs first.
+start_oidc() {
+  install_oidc
+  if oidc_running; then
+    return
+  fi
+  if port_open "$oidc_port"; then
+    echo "Port $oidc_port is taken by another process; set SLUICE_OIDC_PORT to a free port." >&2
+    exit 1
+  fi
+  # At DEBUG the server logs every request (tests count token requests in it).
+  SERVER_HOSTNAME=127.0.0.1 SERVER_PORT=$oidc_port JSON_CONFIG_PATH="$here/oidc/issuers.json" LOG_LEVEL=DEBUG \
+    nohup java -Xms32m -Xmx128m -cp "$oidc_libs/*" \
+    no.nav.security.mock.oauth2.StandaloneMockOAuth2ServerKt >"$run_dir/oidc.log" 2>&1 &
+  echo $! >"$oidc_pid_file"
+  for _ in $(seq 1 60); do
+    if ! oidc_running; then
+      echo "The OIDC token server exited during start-up; its log ($run_dir/oidc.log):" >&2
+      tail -n 30 "$run_dir/oidc.log" >&2
+      exit 1
+    fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$oidc_port" && printf 'GET /kafka/jwks HTTP/1.0\r\n\r\n' >&3 && grep -q '"keys"' <&3) 2>/dev/null; then
+      return
+    fi
+    sleep 0.5
+  done
+  echo "The OIDC token server did not become ready within 30 s; see $run_dir/oidc.log." >&2
+  exit 1
+}
+
+stop_oidc() {
+  if oidc_running; then
+    kill "$(cat "$oidc_pid_file")"
+  fi
+  rm -f "$oidc_pid_file"
 }
 
 # Adds a prefixed ACL on the single broker.
@@ -104,22 +190,42 @@ start() {
   rm -rf "$run_dir/data"
   mkdir -p "$run_dir/data"
   make_tls
+  start_oidc
+  local issuer=http://127.0.0.1:$oidc_port/kafka
   cat >"$run_dir/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$controller_port
-listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port,SSL://127.0.0.1:$tls_port,CONTROLLER://127.0.0.1:$controller_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port,SSL://127.0.0.1:$tls_port
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port,SSL://127.0.0.1:$tls_port,SASL_SSL://127.0.0.1:$sasl_ssl_port,MTLS://127.0.0.1:$mtls_port,OAUTH://127.0.0.1:$oauth_port,ELSEWHERE://127.0.0.1:$elsewhere_port,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$scram_port,SSL://127.0.0.1:$tls_port,SASL_SSL://127.0.0.1:$sasl_ssl_port,MTLS://127.0.0.1:$mtls_port,OAUTH://127.0.0.1:$oauth_port,ELSEWHERE://127.0.0.1:$elsewhere_port
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT
-listener.name.ssl.ssl.keystore.location=$tls_dir/broker.p12
-listener.name.ssl.ssl.keystore.type=PKCS12
-listener.name.ssl.ssl.keystore.password=$tls_password
-listener.name.ssl.ssl.key.password=$tls_password
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,MTLS:SSL,OAUTH:SASL_SSL,ELSEWHERE:SSL,CONTROLLER:PLAINTEXT
+ssl.keystore.location=$tls_dir/broker.p12
+ssl.keystore.type=PKCS12
+ssl.keystore.password=$tls_password
+ssl.key.password=$tls_password
+listener.name.elsewhere.ssl.keystore.location=$tls_dir/elsewhere.p12
+listener.name.elsewhere.ssl.keystore.type=PKCS12
+listener.name.elsewhere.ssl.keystore.password=$tls_password
+listener.name.elsewhere.ssl.key.password=$tls_password
+listener.name.mtls.ssl.client.auth=required
+listener.name.mtls.ssl.truststore.location=$tls_dir/ca.crt
+listener.name.mtls.ssl.truststore.type=PEM
 sasl.enabled.mechanisms=SCRAM-SHA-256,PLAIN
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_sluice="$scram_password";
+listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_sluice="$scram_password";
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url=$issuer/jwks
+listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.audience=kafka
+listener.name.oauth.oauthbearer.sasl.oauthbearer.expected.issuer=$issuer
+listener.name.oauth.oauthbearer.connections.max.reauth.ms=60000
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS
 allow.everyone.if.no.acl.found=true
@@ -135,11 +241,13 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 PROPS
   write_log4j "$run_dir/log4j2.properties"
-  local java_opts=(-Xms256m -Xmx512m -Dlog4j2.configurationFile="$run_dir/log4j2.properties" -cp "$libs/*")
+  local java_opts=(-Xms256m -Xmx512m -Dlog4j2.configurationFile="$run_dir/log4j2.properties"
+    -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="$issuer/jwks" -cp "$libs/*")
   local cluster_id
   cluster_id=$(java "${java_opts[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
   java "${java_opts[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$run_dir/server.properties" \
     --add-scram "SCRAM-SHA-256=[name=sluice,password=$scram_password]" \
+    --add-scram "SCRAM-SHA-512=[name=sluice,password=$scram_password]" \
     >"$run_dir/format.log" 2>&1 || { cat "$run_dir/format.log" >&2; exit 1; }
   printf '%s\n' "$scram_password" >"$run_dir/scram-password"
   nohup java "${java_opts[@]}" kafka.Kafka "$run_dir/server.properties" >"$run_dir/kafka.log" 2>&1 &
@@ -155,7 +263,7 @@ PROPS
       acl --allow-principal User:sluice --operation Describe --topic denied-
       acl --deny-principal User:sluice --operation Write --topic denied-
       acl --deny-principal User:sluice --operation All --topic hidden-
-      echo "Kafka $version is running at 127.0.0.1:$port, SCRAM at :$scram_port, TLS at :$tls_port (PID $(cat "$pid_file"))."
+      echo "Kafka $version is running at 127.0.0.1:$port, SASL at :$scram_port, TLS at :$tls_port, SASL_SSL at :$sasl_ssl_port, mTLS at :$mtls_port, OAUTHBEARER at :$oauth_port (tokens from $issuer), a mismatched certificate at :$elsewhere_port (PID $(cat "$pid_file"))."
       return
     fi
     sleep 0.5
@@ -166,6 +274,7 @@ PROPS
 }
 
 stop() {
+  stop_oidc
   if ! running; then
     rm -f "$pid_file"
     echo "Kafka is not running."

@@ -59,6 +59,29 @@ pub fn kafka_bootstrap() -> String {
     )
 }
 
+/// The address of one of the single broker's secured listeners (`SASL_SSL`, `MTLS`,
+/// `OAUTH`, `ELSEWHERE`; see scripts/kafka.sh), from `SLUICE_TEST_KAFKA_<NAME>`.
+pub fn kafka_listener(name: &str) -> String {
+    let variable = format!("SLUICE_TEST_KAFKA_{name}");
+    std::env::var(&variable)
+        .unwrap_or_else(|_| panic!("{variable} is not set: run the suite with scripts/test.sh"))
+}
+
+/// A file the broker's start made in its run directory (`tls/ca.crt`, `tls/client.key`,
+/// `scram-password`, `oidc.log`), from `SLUICE_TEST_KAFKA_DIR`.
+pub fn kafka_run_file(path: &str) -> String {
+    let dir = std::env::var("SLUICE_TEST_KAFKA_DIR")
+        .expect("SLUICE_TEST_KAFKA_DIR is not set: run the suite with scripts/test.sh");
+    Path::new(&dir).join(path).to_string_lossy().into_owned()
+}
+
+/// The base URL of the OIDC token server the broker's OAUTHBEARER listener trusts, from
+/// `SLUICE_TEST_OIDC`; issuers `kafka`, `expired` and `stranger` (see scripts/kafka.sh).
+pub fn oidc_url() -> String {
+    std::env::var("SLUICE_TEST_OIDC")
+        .expect("SLUICE_TEST_OIDC is not set: run the suite with scripts/test.sh")
+}
+
 /// A topic name no other test uses.
 pub fn unique_topic(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()
@@ -288,6 +311,23 @@ pub fn run_to_latest(config: &Path) -> String {
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     assert!(run.status.success(), "sluice failed: {stderr}");
     stderr
+}
+
+/// Runs `sluice check --config <config>`: whether it passed, and what it printed.
+pub fn sluice_check(config: &Path) -> (bool, String) {
+    let output = Command::new(sluice_binary())
+        .args(["check", "--config"])
+        .arg(config)
+        .output()
+        .expect("sluice runs");
+    (
+        output.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
 }
 
 /// Runs the pipeline, expects it to fail, and returns its log.

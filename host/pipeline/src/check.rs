@@ -77,11 +77,23 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
     );
     let mut topics = vec![config.sink.topic.clone()];
     topics.extend(config.transform.dead_letter_topic.clone());
-    let problems = sluice_sink::check_topics(&sink_config(&config), &topics).await;
+    let sink = sink_config(&config);
+    findings.extend(
+        sluice_sink::translation_notes(&sink.properties)
+            .into_iter()
+            .map(|note| Finding::ok("kafka", note)),
+    );
+    let problems = sluice_sink::check_topics(&sink, &topics).await;
     if problems.is_empty() {
+        let connection = sluice_sink::client_properties(&sink.properties)
+            .map(|properties| sluice_sink::connection_summary(&properties))
+            .unwrap_or_default();
         findings.push(Finding::ok(
             "kafka",
-            format!("Kafka answers and has topic(s) {}.", topics.join(", ")),
+            format!(
+                "Kafka at {connection} answers and has topic(s) {}.",
+                topics.join(", ")
+            ),
         ));
     }
     findings.extend(problems.into_iter().map(|e| Finding::problem("kafka", e)));

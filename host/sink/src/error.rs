@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use rdkafka::error::KafkaError;
 
+use crate::security::SecurityFailure;
+
 /// Why records or positions could not be delivered.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
@@ -35,6 +37,9 @@ pub enum SinkError {
         /// librdkafka's explanation.
         detail: String,
     },
+    /// A broker refused to authenticate the client, or TLS with it failed.
+    #[error("{0}")]
+    Security(Box<SecurityFailure>),
     /// The topic does not exist and the broker does not create it.
     #[error(
         "Kafka topic `{topic}` does not exist at {bootstrap}. Create it, or enable automatic topic creation on the broker."

@@ -13,12 +13,17 @@
 //! [`KafkaSink::commit`]).
 //!
 //! librdkafka properties from the pipeline's config are passed through as given
-//! (`bootstrap.servers`, `security.protocol`, `sasl.*`, `ssl.*`, ...).
+//! (`bootstrap.servers`, `security.protocol`, `sasl.*`, `ssl.*`, ...); Spark's and Java's
+//! spellings of them are translated. Authentication and TLS failures are told apart from
+//! librdkafka's error callbacks and end a connection attempt at once.
 
+mod certificate;
 mod error;
 mod position;
 mod producer;
 mod properties;
+mod security;
+mod spelling;
 mod tracker;
 
 pub use error::SinkError;
@@ -26,4 +31,7 @@ pub use position::SourcePosition;
 pub use producer::{
     Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, check_topics, load_position,
 };
-pub use properties::{DEFAULTS as DEFAULT_PROPERTIES, is_secret_property};
+pub use properties::{
+    DEFAULTS as DEFAULT_PROPERTIES, client_properties, is_secret_property, translation_notes,
+};
+pub use security::{SecurityFailure, SecurityProblem, connection_summary};

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use sluice_position::Position;
 
 use crate::error::SinkError;
+use crate::security::SecurityWatch;
 
 /// A pipeline's committed position together with what it belongs to: the table it is a
 /// position in and the module that made the records up to it. Stored as JSON under the
@@ -31,15 +32,27 @@ pub struct SourcePosition {
 }
 
 /// A consumer context that does not log reaching the end of the partition as an
-/// error: here it is how reading the position topic finishes.
-struct PositionReader;
+/// error (here it is how reading the position topic finishes), and watches for
+/// security failures.
+struct PositionReader {
+    security: SecurityWatch,
+}
 
 impl ClientContext for PositionReader {
     fn error(&self, error: KafkaError, reason: &str) {
         if error.rdkafka_error_code() != Some(RDKafkaErrorCode::PartitionEOF) {
-            tracing::error!(%error, reason, "Reading the position topic failed.");
+            self.security.report(&error, reason, "position reader");
         }
     }
+}
+
+/// The security failure the reader met, if any: serves its error events first.
+fn security_failure(consumer: &BaseConsumer<PositionReader>) -> Option<SinkError> {
+    if let Some(Err(e)) = consumer.poll(Duration::ZERO) {
+        tracing::debug!(error = %e, "The position reader reported an error.");
+    }
+    let failure = consumer.context().security.explained_failure()?;
+    Some(SinkError::Security(Box::new(failure)))
 }
 
 impl ConsumerContext for PositionReader {}
@@ -101,15 +114,27 @@ pub async fn ensure_topic(
 fn topic_exists(
     consumer: &BaseConsumer<PositionReader>,
     topic: &str,
-    wait: Duration,
-) -> Result<bool, String> {
-    let metadata = consumer
-        .fetch_metadata(Some(topic), wait)
-        .map_err(|e| e.to_string())?;
-    Ok(metadata
-        .topics()
-        .iter()
-        .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty()))
+    deadline: Instant,
+    fail: impl Fn(String) -> SinkError,
+) -> Result<bool, SinkError> {
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match consumer.fetch_metadata(Some(topic), remaining.min(Duration::from_millis(500))) {
+            Ok(metadata) => {
+                return Ok(metadata.topics().iter().any(|t| {
+                    t.name() == topic && t.error().is_none() && !t.partitions().is_empty()
+                }));
+            }
+            Err(e) => {
+                if let Some(failure) = security_failure(consumer) {
+                    return Err(failure);
+                }
+                if Instant::now() >= deadline {
+                    return Err(fail(format!("no broker answered ({e})")));
+                }
+            }
+        }
+    }
 }
 
 /// Where reading the position topic stops.
@@ -142,18 +167,27 @@ pub fn read_position(
         // The end of the partition is how reading finishes: a fetch that finds nothing
         // new must answer at once, not after the default half second.
         .set("fetch.wait.max.ms", "10")
-        .create_with_context(PositionReader)
+        .create_with_context(PositionReader {
+            security: SecurityWatch::new(consumer_properties),
+        })
         .map_err(|e| fail(e.to_string()))?;
     let deadline = Instant::now() + wait;
-    if end == ReadEnd::Stable && !topic_exists(&consumer, topic, wait).map_err(fail)? {
+    if end == ReadEnd::Stable && !topic_exists(&consumer, topic, deadline, fail)? {
         return Ok(None);
     }
     // A topic created a moment ago may not be in every broker's metadata yet.
     let (start, stable_end) = loop {
         match consumer.fetch_watermarks(topic, 0, Duration::from_secs(2).min(wait)) {
             Ok(watermarks) => break watermarks,
-            Err(e) if Instant::now() > deadline => return Err(fail(e.to_string())),
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => {
+                if let Some(failure) = security_failure(&consumer) {
+                    return Err(failure);
+                }
+                if Instant::now() > deadline {
+                    return Err(fail(e.to_string()));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
     };
     if stable_end == 0 {

@@ -9,11 +9,12 @@ use rdkafka::ClientConfig;
 use rdkafka::client::{Client, ClientContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use crate::error::SinkError;
 use crate::position::{self, ReadEnd, SourcePosition};
 use crate::properties::{DEFAULTS, client_properties, consumer_properties, redact};
+use crate::security::SecurityWatch;
 use crate::tracker::DeliveryTracker;
 
 /// Delivery errors that redoing the work cannot cure; any other delivery error makes the
@@ -151,7 +152,7 @@ impl KafkaSink {
                 );
         }
         let producer: ThreadedProducer<DeliveryTracker> = client
-            .create_with_context(DeliveryTracker::default())
+            .create_with_context(DeliveryTracker::new(SecurityWatch::new(&config.properties)))
             .map_err(|e| SinkError::Config(redact(&e.to_string(), &config.properties)))?;
         let producer = Arc::new(producer);
 
@@ -159,10 +160,11 @@ impl KafkaSink {
         let topic = config.topic.clone();
         let wait = config.connect_timeout;
         let probe = async {
-            let found =
-                tokio::task::spawn_blocking(move || topic_ready(probe.client(), &topic, wait))
-                    .await
-                    .expect("the metadata probe does not panic");
+            let found = tokio::task::spawn_blocking(move || {
+                topic_ready(probe.client(), probe.context().security(), &topic, wait)
+            })
+            .await
+            .expect("the metadata probe does not panic");
             match topic_error(found, &config.topic, &bootstrap, wait) {
                 Some(error) => Err(error),
                 None => Ok(()),
@@ -222,8 +224,10 @@ impl KafkaSink {
     /// position.
     pub async fn commit(&mut self, position: &SourcePosition) -> Result<(), SinkError> {
         let result = self.try_commit(position).await;
-        if let Err(error) = &result {
-            self.abandon(error).await;
+        match &result {
+            // What failed before has recovered (a token endpoint back after a blip).
+            Ok(()) => self.producer.context().security().clear(),
+            Err(error) => self.abandon(error).await,
         }
         result
     }
@@ -380,6 +384,9 @@ impl KafkaSink {
                     tracing::warn!(error = %e, "Committing a Kafka transaction failed; retrying.");
                 }
                 Err(KafkaError::Flush(_)) => {
+                    if let Some(failure) = self.security_failure() {
+                        return Err(failure);
+                    }
                     tracing::warn!("Committing a Kafka transaction timed out; retrying.");
                 }
                 Err(e) => return Err(self.transaction_error(e)),
@@ -387,9 +394,19 @@ impl KafkaSink {
         }
     }
 
+    /// The security failure the producer met since the last commit (credentials
+    /// revoked, a token that can no longer be fetched): why its work stalls.
+    fn security_failure(&self) -> Option<SinkError> {
+        let failure = self.producer.context().security().failure()?;
+        Some(SinkError::Security(Box::new(failure)))
+    }
+
     fn transaction_error(&self, error: KafkaError) -> SinkError {
         if let Some(fatal) = self.fatal_error() {
             return fatal;
+        }
+        if let Some(failure) = self.security_failure() {
+            return failure;
         }
         match &error {
             KafkaError::Transaction(e) if e.txn_requires_abort() => SinkError::Aborted {
@@ -625,17 +642,21 @@ pub async fn check_topics(config: &SinkConfig, topics: &[String]) -> Vec<SinkErr
     let Some(bootstrap) = properties.get("bootstrap.servers").cloned() else {
         return vec![SinkError::MissingBootstrap];
     };
-    let producer: BaseProducer = match producer_config(&properties).create() {
-        Ok(producer) => producer,
-        Err(e) => return vec![SinkError::Config(redact(&e.to_string(), &properties))],
-    };
+    let security = SecurityWatch::new(&properties);
+    let producer: ThreadedProducer<DeliveryTracker> =
+        match producer_config(&properties).create_with_context(DeliveryTracker::new(security)) {
+            Ok(producer) => producer,
+            Err(e) => return vec![SinkError::Config(redact(&e.to_string(), &properties))],
+        };
     let producer = Arc::new(producer);
     let mut problems = Vec::new();
     for topic in topics {
         let (probe, name, wait) = (producer.clone(), topic.clone(), config.connect_timeout);
-        let found = tokio::task::spawn_blocking(move || topic_ready(probe.client(), &name, wait))
-            .await
-            .expect("the metadata probe does not panic");
+        let found = tokio::task::spawn_blocking(move || {
+            topic_ready(probe.client(), probe.context().security(), &name, wait)
+        })
+        .await
+        .expect("the metadata probe does not panic");
         let unreachable = found.is_err();
         if let Some(error) = topic_error(found, topic, &bootstrap, wait) {
             problems.push(error);
@@ -649,7 +670,7 @@ pub async fn check_topics(config: &SinkConfig, topics: &[String]) -> Vec<SinkErr
 
 /// The error for a topic probe's answer, if it is a problem.
 fn topic_error(
-    found: Result<TopicState, String>,
+    found: Result<TopicState, ProbeFailure>,
     topic: &str,
     bootstrap: &str,
     wait: Duration,
@@ -659,11 +680,12 @@ fn topic_error(
         Ok(TopicState::Ready) => None,
         Ok(TopicState::Missing) => Some(SinkError::TopicMissing { topic, bootstrap }),
         Ok(TopicState::Unauthorized) => Some(SinkError::TopicUnauthorized { topic, bootstrap }),
-        Err(detail) => Some(SinkError::Unreachable {
+        Err(ProbeFailure::Unanswered(detail)) => Some(SinkError::Unreachable {
             bootstrap,
             waited: wait,
             detail,
         }),
+        Err(ProbeFailure::Security(failure)) => Some(SinkError::Security(failure)),
     }
 }
 
@@ -674,20 +696,35 @@ enum TopicState {
     Unauthorized,
 }
 
+/// Why a probe of the cluster found nothing.
+enum ProbeFailure {
+    /// No broker answered; librdkafka's last error.
+    Unanswered(String),
+    /// A broker refused the client's credentials or TLS.
+    Security(Box<crate::SecurityFailure>),
+}
+
 /// Waits up to `wait` for metadata that shows `topic` with partitions: `Missing` if
 /// brokers answer but the topic never appears (a producer's metadata request creates it
-/// where the broker allows), `Err` if no broker answers.
+/// where the broker allows), an error if no broker answers, at once if one refuses the
+/// client's credentials or TLS.
 fn topic_ready<C: ClientContext>(
     client: &Client<C>,
+    security: &SecurityWatch,
     topic: &str,
     wait: Duration,
-) -> Result<TopicState, String> {
+) -> Result<TopicState, ProbeFailure> {
+    // Short requests, so that a security failure ends the wait soon after it happens.
+    const ASK_FOR: Duration = Duration::from_millis(500);
     let deadline = std::time::Instant::now() + wait;
     let mut brokers_answered = false;
     let mut last_error = String::from("no broker answered");
     loop {
         let remaining = deadline.saturating_duration_since(std::time::Instant::now());
-        match client.fetch_metadata(Some(topic), remaining.max(Duration::from_millis(100))) {
+        match client.fetch_metadata(
+            Some(topic),
+            remaining.clamp(Duration::from_millis(100), ASK_FOR),
+        ) {
             Ok(metadata) => {
                 brokers_answered |= !metadata.brokers().is_empty();
                 for t in metadata.topics().iter().filter(|t| t.name() == topic) {
@@ -702,14 +739,17 @@ fn topic_ready<C: ClientContext>(
             }
             Err(e) => last_error = e.to_string(),
         }
+        if !brokers_answered && let Some(failure) = security.explained_failure() {
+            return Err(ProbeFailure::Security(Box::new(failure)));
+        }
         if std::time::Instant::now() >= deadline {
             return if brokers_answered {
                 Ok(TopicState::Missing)
             } else {
-                Err(last_error)
+                Err(ProbeFailure::Unanswered(last_error))
             };
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

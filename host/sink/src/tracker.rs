@@ -8,14 +8,17 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 use tokio::sync::Notify;
 
+use crate::security::SecurityWatch;
+
 /// Counts delivery reports. Each record is sent with its sequence number as the
 /// delivery opaque, so reports of records from a rolled-back transaction, which
 /// librdkafka may still hand over after the rollback, are told apart and ignored.
-#[derive(Default)]
+/// The producer's error callback goes to its security watch.
 pub(crate) struct DeliveryTracker {
     state: Mutex<Deliveries>,
     /// Woken by every report: a sender waiting for room in librdkafka's queue.
     room: Notify,
+    security: SecurityWatch,
 }
 
 #[derive(Default)]
@@ -29,6 +32,20 @@ struct Deliveries {
 }
 
 impl DeliveryTracker {
+    /// A tracker whose producer reports security failures to `security`.
+    pub(crate) fn new(security: SecurityWatch) -> DeliveryTracker {
+        DeliveryTracker {
+            state: Mutex::default(),
+            room: Notify::new(),
+            security,
+        }
+    }
+
+    /// Where the producer's security failures go.
+    pub(crate) fn security(&self) -> &SecurityWatch {
+        &self.security
+    }
+
     /// Counts a record handed to librdkafka under `sequence`.
     pub(crate) fn sent(&self) {
         self.lock().outstanding += 1;
@@ -62,7 +79,11 @@ impl DeliveryTracker {
     }
 }
 
-impl ClientContext for DeliveryTracker {}
+impl ClientContext for DeliveryTracker {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.security.report(&error, reason, "producer");
+    }
+}
 
 impl ProducerContext for DeliveryTracker {
     type DeliveryOpaque = usize;
@@ -92,7 +113,7 @@ mod tests {
 
     #[test]
     fn reset_forgets_what_was_sent_before() {
-        let tracker = DeliveryTracker::default();
+        let tracker = DeliveryTracker::new(SecurityWatch::new(&Default::default()));
         tracker.sent();
         tracker.sent();
         assert_eq!(tracker.outstanding(), 2);

@@ -1,27 +1,9 @@
 //! `sluice check` validates a pipeline without running it and lists every problem.
 
-use std::process::Command;
-
 use sluice_tests::{
-    Extra, PipelineFiles, create_topic, deals_table, kafka_bootstrap, sluice_binary,
+    Extra, PipelineFiles, create_topic, deals_table, kafka_bootstrap, sluice_check,
     transform_component, unique_topic,
 };
-
-fn check(config: &std::path::Path) -> (bool, String) {
-    let output = Command::new(sluice_binary())
-        .args(["check", "--config"])
-        .arg(config)
-        .output()
-        .expect("sluice runs");
-    (
-        output.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ),
-    )
-}
 
 #[test]
 fn a_good_pipeline_passes_every_check() {
@@ -40,13 +22,13 @@ fn a_good_pipeline_passes_every_check() {
             ..Extra::default()
         },
     );
-    let (ok, out) = check(&files.config);
+    let (ok, out) = sluice_check(&files.config);
     assert!(ok, "{out}");
     let cached: Vec<_> = std::fs::read_dir(files.dir.path().join("compiled"))
         .expect("the module cache was written")
         .collect();
     assert_eq!(cached.len(), 1, "one compiled module, named by its digest");
-    let (ok, out) = check(&files.config);
+    let (ok, out) = sluice_check(&files.config);
     assert!(ok, "the cached module loads: {out}");
     for part in ["config", "table", "module", "kafka"] {
         assert!(
@@ -68,7 +50,7 @@ fn every_problem_is_listed_not_only_the_first() {
         "127.0.0.1:1",
         Extra::default(),
     );
-    let (ok, out) = check(&files.config);
+    let (ok, out) = sluice_check(&files.config);
     assert!(!ok, "{out}");
     let problems: Vec<_> = out.lines().filter(|l| l.contains("PROBLEM")).collect();
     assert_eq!(problems.len(), 3, "{out}");
