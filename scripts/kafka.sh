@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A single-node Apache Kafka broker (KRaft mode) on 127.0.0.1 for tests and the demo.
 #
-#   scripts/kafka.sh install   fetch the broker's jars with Maven (once; cached)
+#   scripts/kafka.sh install   fetch the jars of the broker and its OIDC token server with Maven (once; cached)
 #   scripts/kafka.sh start     install if needed, start with an empty log, wait until ready
 #   scripts/kafka.sh stop      stop the broker started by `start`
 #   scripts/kafka.sh status    say whether it runs, and where
@@ -454,7 +454,7 @@ valid_nodes() {
 command=${1:-}
 shift || true
 case "$command" in
-  install) install ;;
+  install) install; install_oidc ;;
   start) start ;;
   stop) stop ;;
   status) status ;;

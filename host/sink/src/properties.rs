@@ -19,6 +19,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
 pub fn is_secret_property(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     name.contains("password")
+        || name.contains("passphrase")
         || name.contains("secret")
         || name.contains("jaas")
         || name.contains("oauthbearer.config")
