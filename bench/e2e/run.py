@@ -9,6 +9,9 @@ Contestants:
   sluice-js      sluice run, exactly-once, gold-deals in JavaScript (componentize-js)
   sluice-c       sluice run, exactly-once, gold-deals in C (clang, wasi-libc)
   sluice-eos-x2  sluice-eos with two instances of the module (`[transform] instances = 2`)
+  sluice-sasl-ssl  sluice-eos over SASL_SSL with SCRAM-SHA-512 (the local broker's listener)
+  sluice-mtls    sluice-eos over mutual TLS
+  sluice-oauth   sluice-eos over SASL_SSL with OAUTHBEARER (12-second OIDC tokens)
   native         Sluice's pipeline with gold-deals compiled into the host
   native-x2      native with two instances
   raw            gold-deals' records precomputed, then produced by rdkafka alone
@@ -32,9 +35,27 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "native", "native-x2", "raw", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "native", "native-x2", "raw", "spark"]
 # The gold-deals module each Sluice contestant runs (the Rust one when not named).
 MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm"}
+# The local broker's secured listeners (scripts/kafka.sh) and their files.
+KAFKA_RUN = Path(os.environ.get("SLUICE_KAFKA_DIR") or Path(os.environ.get("SLUICE_CACHE") or Path.home() / ".cache/sluice") / "kafka-run")
+
+
+def secured(name):
+    """The address and `[sink.kafka]` lines of a contestant over a secured listener."""
+    ca, password = KAFKA_RUN / "tls/ca.crt", KAFKA_RUN / "scram-password"
+    certificate, key = KAFKA_RUN / "tls/client.crt", KAFKA_RUN / "tls/client.key"
+    tls = f'"ssl.ca.location" = "{ca}"\n'
+    port = lambda name, default: os.environ.get(f"SLUICE_{name}_PORT", default)  # noqa: E731
+    token_url = f"http://127.0.0.1:{port('OIDC', 19180)}/kafka/token"
+    if name == "sluice-sasl-ssl":
+        return f"127.0.0.1:{port('KAFKA_SASL_SSL', 19096)}", tls + f'"security.protocol" = "SASL_SSL"\n"sasl.mechanism" = "SCRAM-SHA-512"\n"sasl.username" = "sluice"\n"sasl.password" = "${{file:{password}}}"\n'
+    if name == "sluice-mtls":
+        return f"127.0.0.1:{port('KAFKA_MTLS', 19097)}", tls + f'"security.protocol" = "SSL"\n"ssl.certificate.location" = "{certificate}"\n"ssl.key.location" = "{key}"\n'
+    if name == "sluice-oauth":
+        return f"127.0.0.1:{port('KAFKA_OAUTH', 19098)}", tls + f'"security.protocol" = "SASL_SSL"\n"sasl.mechanism" = "OAUTHBEARER"\n"sasl.oauthbearer.method" = "oidc"\n"sasl.oauthbearer.token.endpoint.url" = "{token_url}"\n"sasl.oauthbearer.client.id" = "bench"\n"sasl.oauthbearer.client.secret" = "bench"\n'
+    return None, ""
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -133,7 +154,8 @@ class Bench:
     def topic(self, contestant, attempt):
         return f"bench-{contestant}-{self.run_id}-{attempt}"
 
-    def sluice_config(self, topic, delivery, follow=False, module=None, instances=1):
+    def sluice_config(self, topic, delivery, follow=False, module=None, instances=1, listener=None):
+        bootstrap, kafka = secured(listener)
         config = self.work / f"{topic}.toml"
         config.write_text(
             f"""[pipeline]
@@ -149,8 +171,8 @@ topic = "{topic}"
 delivery = "{delivery}"
 change_headers = {'true' if follow else 'false'}
 [sink.kafka]
-"bootstrap.servers" = "{self.args.bootstrap}"
-"""
+"bootstrap.servers" = "{bootstrap or self.args.bootstrap}"
+{kafka}"""
         )
         return config
 
@@ -165,7 +187,7 @@ change_headers = {'true' if follow else 'false'}
         if not name.startswith("sluice-"):
             return
         module = self.module.with_name(MODULES[name]) if name in MODULES else None
-        config = self.sluice_config(self.topic(name, "warm-up"), "exactly-once", module=module)
+        config = self.sluice_config(self.topic(name, "warm-up"), "exactly-once", module=module, listener=name)
         subprocess.run([self.bin / "sluice", "check", "--config", config], capture_output=True)
 
     def contestant(self, name, attempt):
@@ -175,7 +197,7 @@ change_headers = {'true' if follow else 'false'}
         if name.startswith("sluice-"):
             delivery = "at-least-once" if name == "sluice-alo" else "exactly-once"
             module = self.module.with_name(MODULES[name]) if name in MODULES else None
-            config = self.sluice_config(topic, delivery, module=module, instances=2 if name.endswith("-x2") else 1)
+            config = self.sluice_config(topic, delivery, module=module, instances=2 if name.endswith("-x2") else 1, listener=name)
             _, wall, cpu, rss, err = run_measured([self.bin / "sluice", "run", "--config", config, "--stop-at-latest"])
             seconds = wall
         elif name.startswith("native"):
@@ -318,20 +340,21 @@ def render(args, results, latency, large):
         "",
         f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs} --commits {args.commits}" + (f" --large-commit {args.large_commit}" if args.large_commit else "") + "`.",
         "",
-        "| contestant | records/s | seconds (min-max) | CPU s | peak RSS MiB | vs native | vs raw | vs Spark |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| contestant | records/s | seconds (min-max) | CPU s | peak RSS MiB | vs sluice-eos | vs native | vs raw | vs Spark |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, runs in results.items():
         seconds, low, high = med(runs, "seconds")
         cpu = med(runs, "cpu")[0]
         rss = med(runs, "rss")[0]
         vs = lambda other: f"{speed[name] / speed[other]:.2f}x" if other in speed else "-"  # noqa: E731
-        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {cpu:.1f} | {rss:.0f} | {vs('native')} | {vs('raw')} | {vs('spark')} |")
+        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {cpu:.1f} | {rss:.0f} | {vs('sluice-eos')} | {vs('native')} | {vs('raw')} | {vs('spark')} |")
     lines += [
         "",
         "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included (the module's compiled code cached by an untimed `sluice check` first, as it is after a pipeline's first start).",
         "- `sluice-python`, `sluice-js`, `sluice-c`: the same with gold-deals in Python (componentize-py), JavaScript (componentize-js) and C (clang with wasi-libc), each on the host's helpers through its SDK.",
         "- `sluice-eos-x2`, `native-x2`: the same with two instances of the module transforming batches at the same time (`[transform] instances = 2`; gold-deals keeps no state across batches).",
+        "- `sluice-sasl-ssl`, `sluice-mtls`, `sluice-oauth`: `sluice-eos` over the local broker's SASL_SSL listener with SCRAM-SHA-512, its mutual-TLS listener, and its OAUTHBEARER listener with 12-second tokens from the OIDC server `scripts/kafka.sh` starts: the cost of TLS and authentication is the gap to `sluice-eos` (PLAINTEXT).",
         "- `native`: Sluice's pipeline (the same source, loop and sink as `sluice run`, exactly-once) with the same gold-deals code compiled into the host instead of run as a module (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
         "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
         "- `spark`: pyspark with delta-spark and spark-sql-kafka, `readChangeFeed` from version 0, the same shaping, Spark's Kafka sink (at-least-once), `local[2]`, `availableNow`; wall time of the job, JVM start-up included.",

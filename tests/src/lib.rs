@@ -14,7 +14,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -48,7 +48,12 @@ pub fn create_topic(bootstrap: &str, topic: &str, replication: i32) {
         ))
         .expect("the broker answers");
     for result in results {
-        result.unwrap_or_else(|(topic, code)| panic!("creating {topic} failed: {code}"));
+        match result {
+            // Topic names are unique per test: an existing one is this request's own,
+            // retried by the client after a broker of a busy cluster answered late.
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, code)) => panic!("creating {topic} failed: {code}"),
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
@@ -39,6 +40,10 @@ struct PositionReader {
 }
 
 impl ClientContext for PositionReader {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        self.security.log(level, facility, message);
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         if error.rdkafka_error_code() != Some(RDKafkaErrorCode::PartitionEOF) {
             self.security.report(&error, reason, "position reader");

@@ -210,7 +210,7 @@ impl KafkaSink {
     /// [`KafkaSink::commit`]. On error the open transaction is aborted and every record
     /// sent since the last commit is forgotten.
     pub async fn send(&mut self, records: Vec<SinkRecord>) -> Result<(), SinkError> {
-        let result = self.try_send(records).await;
+        let result = self.try_send(records).await.map_err(|e| self.explained(e));
         if let Err(error) = &result {
             self.abandon(error).await;
         }
@@ -223,7 +223,10 @@ impl KafkaSink {
     /// record. On error nothing of it counts, and the work is redone from the previous
     /// position.
     pub async fn commit(&mut self, position: &SourcePosition) -> Result<(), SinkError> {
-        let result = self.try_commit(position).await;
+        let result = self
+            .try_commit(position)
+            .await
+            .map_err(|e| self.explained(e));
         match &result {
             // What failed before has recovered (a token endpoint back after a blip).
             Ok(()) => self.producer.context().security().clear(),
@@ -378,19 +381,34 @@ impl KafkaSink {
             let result = tokio::task::spawn_blocking(move || producer.commit_transaction(timeout))
                 .await
                 .expect("commit_transaction does not panic");
+            // A commit that fails while the client meets a security failure (credentials
+            // revoked, a token that can no longer be fetched) is not retried: it would
+            // wait for ever.
+            if result.is_err()
+                && let Some(failure) = self.security_failure()
+            {
+                return Err(failure);
+            }
             match result {
                 Ok(()) => return Ok(()),
                 Err(KafkaError::Transaction(e)) if e.is_retriable() && !e.txn_requires_abort() => {
                     tracing::warn!(error = %e, "Committing a Kafka transaction failed; retrying.");
                 }
                 Err(KafkaError::Flush(_)) => {
-                    if let Some(failure) = self.security_failure() {
-                        return Err(failure);
-                    }
                     tracing::warn!("Committing a Kafka transaction timed out; retrying.");
                 }
                 Err(e) => return Err(self.transaction_error(e)),
             }
+        }
+    }
+
+    /// A failure to deliver that would be redone, as the security failure behind it if
+    /// the producer met one since the last commit: redoing the work cannot get past it.
+    fn explained(&self, error: SinkError) -> SinkError {
+        if error.is_retriable() {
+            self.security_failure().unwrap_or(error)
+        } else {
+            error
         }
     }
 

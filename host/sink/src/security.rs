@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 use crate::certificate;
@@ -194,6 +195,17 @@ impl SecurityProblem {
     }
 }
 
+impl SecurityProblem {
+    /// Whether this problem explains others rather than following from one: a token that
+    /// cannot be fetched explains the broker rejecting the expired one still in use.
+    fn is_cause(&self) -> bool {
+        !matches!(
+            self,
+            SecurityProblem::TokenRejected { .. } | SecurityProblem::AuthenticationFailed
+        )
+    }
+}
+
 fn from_endpoint(endpoint: &Option<String>) -> String {
     endpoint
         .as_ref()
@@ -281,7 +293,11 @@ impl SecuritySettings {
                     } else {
                         SecurityProblem::TokenUnavailable { endpoint }
                     }
-                } else if let Some(offered) = after(text, "broker's supported mechanisms: ") {
+                } else if let Some(offered) = after(text, "broker's supported mechanisms: ")
+                    .filter(|offered| !offered.is_empty())
+                {
+                    // An empty list comes with a handshake out of step (a
+                    // re-authentication racing a closing session), not a missing mechanism.
                     SecurityProblem::MechanismNotEnabled {
                         offered: offered.to_string(),
                     }
@@ -330,6 +346,24 @@ impl SecuritySettings {
             mechanism: self.mechanism.clone(),
             problem,
             detail: redact(&without_suffix(text), &self.secrets),
+        })
+    }
+
+    /// The failure a log line reports, for the failures librdkafka only logs: a token
+    /// it could not fetch again while the connection still had one.
+    fn classify_log(&self, facility: &str, message: &str) -> Option<SecurityFailure> {
+        if facility != "OIDC" || !message.contains("Failed to retrieve OIDC token") {
+            return None;
+        }
+        let detail = message.split_once("]: ").map_or(message, |(_, text)| text);
+        Some(SecurityFailure {
+            broker: self.first_bootstrap(),
+            protocol: self.protocol.clone(),
+            mechanism: self.mechanism.clone(),
+            problem: SecurityProblem::TokenUnavailable {
+                endpoint: self.token_endpoint.clone(),
+            },
+            detail: redact(detail, &self.secrets),
         })
     }
 
@@ -414,17 +448,49 @@ impl SecurityWatch {
 
     /// Records an error callback's error; whether it was a security failure.
     pub(crate) fn record(&self, error: &KafkaError, reason: &str) -> bool {
-        let Some(failure) = error
+        let failure = error
             .rdkafka_error_code()
-            .and_then(|code| self.settings.classify(code, reason))
-        else {
+            .and_then(|code| self.settings.classify(code, reason));
+        self.keep(failure)
+    }
+
+    /// Keeps the first failure, unless it only follows from this one.
+    fn keep(&self, failure: Option<SecurityFailure>) -> bool {
+        let Some(failure) = failure else {
             return false;
         };
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if seen.is_none() {
+        if seen
+            .as_ref()
+            .is_none_or(|kept| !kept.problem.is_cause() && failure.problem.is_cause())
+        {
             *seen = Some(failure);
         }
         true
+    }
+
+    /// Logs a librdkafka log line as rdkafka does, and records the security failures
+    /// librdkafka only logs.
+    pub(crate) fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        self.keep(self.settings.classify_log(facility, message));
+        let message = redact(message, &self.settings.secrets);
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", "librdkafka: {facility} {message}")
+            }
+            RDKafkaLogLevel::Warning => {
+                tracing::warn!(target: "librdkafka", "librdkafka: {facility} {message}")
+            }
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", "librdkafka: {facility} {message}")
+            }
+            RDKafkaLogLevel::Debug => {
+                tracing::debug!(target: "librdkafka", "librdkafka: {facility} {message}")
+            }
+        }
     }
 
     /// Records an error callback's error, and logs it unless it is a security failure
@@ -653,6 +719,58 @@ mod tests {
             "ssl://127.0.0.1:19092/bootstrap: SSL handshake failed: Disconnected: SSL connection closed by peer: connecting to a PLAINTEXT broker listener? (after 1ms in state SSL_HANDSHAKE)",
         );
         assert_eq!(not_tls.problem, SecurityProblem::NotTls);
+    }
+
+    #[test]
+    fn a_handshake_out_of_step_is_no_missing_mechanism() {
+        let failure = classify(
+            OAUTH,
+            RDKafkaErrorCode::Authentication,
+            "sasl_ssl://127.0.0.1:19098/1: SASL OAUTHBEARER mechanism handshake failed: Broker: Request not valid in current SASL state: broker's supported mechanisms:  (after 1ms in state AUTH_HANDSHAKE)",
+        );
+        assert_eq!(
+            failure.problem,
+            SecurityProblem::TokenRejected {
+                endpoint: Some("http://127.0.0.1:19180/kafka/token".into())
+            }
+        );
+    }
+
+    #[test]
+    fn a_token_that_cannot_be_fetched_again_explains_the_rejections_after_it() {
+        let watch = SecurityWatch::new(
+            &OAUTH
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        let rejected = KafkaError::Global(RDKafkaErrorCode::Authentication);
+        watch.record(
+            &rejected,
+            "sasl_ssl://127.0.0.1:19098/1: SASL authentication error: {\"status\":\"invalid_token\"}",
+        );
+        watch.log(
+            RDKafkaLogLevel::Error,
+            "OIDC",
+            "[thrd:background]: Failed to retrieve OIDC token from \"http://127.0.0.1:19180/kafka/token\": Empty reply from server (-1)",
+        );
+        let failure = watch.failure().unwrap();
+        assert!(
+            matches!(failure.problem, SecurityProblem::TokenUnavailable { .. }),
+            "{failure}"
+        );
+        assert_eq!(
+            failure.detail,
+            "Failed to retrieve OIDC token from \"http://127.0.0.1:19180/kafka/token\": Empty reply from server (-1)"
+        );
+        watch.record(
+            &rejected,
+            "sasl_ssl://127.0.0.1:19098/1: SASL authentication error: {\"status\":\"invalid_token\"}",
+        );
+        assert!(matches!(
+            watch.failure().unwrap().problem,
+            SecurityProblem::TokenUnavailable { .. }
+        ));
     }
 
     #[test]

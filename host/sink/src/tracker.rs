@@ -4,6 +4,7 @@
 use std::sync::Mutex;
 
 use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 use tokio::sync::Notify;
@@ -80,6 +81,10 @@ impl DeliveryTracker {
 }
 
 impl ClientContext for DeliveryTracker {
+    fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
+        self.security.log(level, facility, message);
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
         self.security.report(&error, reason, "producer");
     }

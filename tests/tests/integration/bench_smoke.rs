@@ -23,7 +23,10 @@ fn the_benchmark_harness_runs_and_its_contestants_agree() {
             "--profile",
             "debug",
         ])
-        .args(["--contestants", "sluice-eos,sluice-alo,native,raw"])
+        .args([
+            "--contestants",
+            "sluice-eos,sluice-alo,sluice-oauth,native,raw",
+        ])
         .args(["--bootstrap", &kafka_bootstrap()])
         .arg("--out")
         .arg(out.path())

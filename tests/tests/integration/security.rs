@@ -5,13 +5,17 @@
 //! the run; each way it goes wrong ends at once with its own message. A topic the
 //! principal may not write stops the pipeline with what to grant.
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
 use sluice_tests::{
     Consumed, Extra, PipelineFiles, consume_all, create_topic, deals_table, kafka_bootstrap,
     kafka_listener, kafka_run_file, oidc_url, run_expecting_failure, run_to_latest, sluice_check,
-    transform_component, unique_topic,
+    spawn_sluice_logged, transform_component, unique_topic,
 };
 
 fn scram_bootstrap() -> String {
@@ -505,4 +509,141 @@ fn each_security_failure_ends_at_once_with_its_own_message() {
             );
         }
     }
+}
+
+/// A TCP forwarder to the OIDC server that can be shut: the token endpoint going away
+/// while a pipeline runs (fault injection; the tokens still come from the real server).
+/// It rewrites the request's Host header, so the tokens name the issuer the broker trusts.
+struct TokenEndpointGate {
+    port: u16,
+    open: Arc<AtomicBool>,
+}
+
+impl TokenEndpointGate {
+    fn start() -> TokenEndpointGate {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let open = Arc::new(AtomicBool::new(true));
+        let target = oidc_url()
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let gate = open.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if gate.load(Ordering::SeqCst) {
+                    let target = target.clone();
+                    std::thread::spawn(move || forward(client, &target, port));
+                }
+            }
+        });
+        TokenEndpointGate { port, open }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn set_open(&self, open: bool) {
+        self.open.store(open, Ordering::SeqCst);
+    }
+}
+
+fn forward(mut client: TcpStream, target: &str, own_port: u16) {
+    let Ok(mut server) = TcpStream::connect(target) else {
+        return;
+    };
+    let mut head = vec![0; 64 * 1024];
+    let Ok(read) = client.read(&mut head) else {
+        return;
+    };
+    let head =
+        String::from_utf8_lossy(&head[..read]).replace(&format!("127.0.0.1:{own_port}"), target);
+    if server.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    // Each direction ends the other's writing when it ends: a response delimited by the
+    // end of the connection must reach the client as an end.
+    let (mut from_server, mut to_client) =
+        (server.try_clone().unwrap(), client.try_clone().unwrap());
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from_server, &mut to_client);
+        let _ = to_client.shutdown(std::net::Shutdown::Write);
+    });
+    let _ = std::io::copy(&mut client, &mut server);
+    let _ = server.shutdown(std::net::Shutdown::Write);
+}
+
+#[test]
+fn a_token_endpoint_gone_mid_run_stops_the_pipeline_with_nothing_lost() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "3"]);
+    let gate = TokenEndpointGate::start();
+    let secret_file = work.path().join("client-secret");
+    std::fs::write(&secret_file, "oidc-secret").unwrap();
+    let scope = format!("gate-{}", std::process::id());
+    let kafka = oauth_properties("kafka", secret_file.to_str().unwrap(), &scope)
+        .replace(&oidc_url(), &gate.url());
+    let topic = unique_topic("token-gone");
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough"),
+        &topic,
+        &kafka_listener("OAUTH"),
+        Extra {
+            kafka: &kafka,
+            sink: "transaction_timeout = \"10s\"",
+            ..Extra::default()
+        },
+    );
+    let log = work.path().join("sluice.log");
+    let mut sluice = spawn_sluice_logged(&files.config, &log);
+    files.wait_for_position(&mut sluice, 1, Duration::from_secs(60));
+
+    // The endpoint goes away; once the 12-second token has expired, version 1 cannot be
+    // delivered: the commit waits out its timeout and the pipeline stops, naming why.
+    gate.set_open(false);
+    std::thread::sleep(Duration::from_secs(15));
+    deals_table(&table, &["append", "--start", "3", "--rows", "2"]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = sluice.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pipeline kept running without tokens: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "no OAUTHBEARER token could be fetched from {}/kafka/token",
+            gate.url()
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("oidc-secret"), "{stderr}");
+    assert_eq!(
+        consume_all(&topic).len(),
+        3,
+        "nothing of version 1 is visible"
+    );
+
+    // With the endpoint back, the position is still before version 1, and the pipeline
+    // delivers it, once.
+    gate.set_open(true);
+    assert_eq!(files.position(), Some((1, 0)), "version 1 is not committed");
+    run_to_latest(&files.config);
+    let records = consume_all(&topic);
+    assert_eq!(
+        records.len(),
+        5,
+        "{:?}",
+        records.iter().map(Consumed::line).collect::<Vec<_>>()
+    );
 }
