@@ -108,24 +108,26 @@ port_open() {
 make_tls() {
   rm -rf "$tls_dir"
   mkdir -p "$tls_dir"
+  # `set -e` does not reach into a subshell on the left of `||`, so every step is chained.
   (
-    cd "$tls_dir"
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=Sluice test CA"
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout stranger-ca.key -out stranger-ca.crt -days 2 -subj "/CN=Another CA"
-    # name, CA, subject, extensions
-    issue() {
-      openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$3"
-      printf '%s\n' "$4" >"$1.ext"
-      openssl x509 -req -in "$1.csr" -CA "$2.crt" -CAkey "$2.key" -CAcreateserial -out "$1.crt" -days 2 -extfile "$1.ext"
-    }
-    issue broker ca "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost"
-    issue elsewhere ca "/CN=kafka.elsewhere.invalid" "subjectAltName=DNS:kafka.elsewhere.invalid"
-    issue client ca "/CN=sluice-client" "extendedKeyUsage=clientAuth"
-    issue stranger stranger-ca "/CN=sluice-client" "extendedKeyUsage=clientAuth"
-    for name in broker elsewhere; do
-      openssl pkcs12 -export -in "$name.crt" -inkey "$name.key" -certfile ca.crt -out "$name.p12" -password "pass:$tls_password"
-    done
+    cd "$tls_dir" &&
+      openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=Sluice test CA" &&
+      openssl req -x509 -newkey rsa:2048 -nodes -keyout stranger-ca.key -out stranger-ca.crt -days 2 -subj "/CN=Another CA" &&
+      issue broker ca "/CN=localhost" "subjectAltName=IP:127.0.0.1,DNS:localhost" &&
+      issue elsewhere ca "/CN=kafka.elsewhere.invalid" "subjectAltName=DNS:kafka.elsewhere.invalid" &&
+      issue client ca "/CN=sluice-client" "extendedKeyUsage=clientAuth" &&
+      issue stranger stranger-ca "/CN=sluice-client" "extendedKeyUsage=clientAuth" &&
+      openssl pkcs12 -export -in broker.crt -inkey broker.key -certfile ca.crt -out broker.p12 -password "pass:$tls_password" &&
+      openssl pkcs12 -export -in elsewhere.crt -inkey elsewhere.key -certfile ca.crt -out elsewhere.p12 -password "pass:$tls_password"
   ) >"$run_dir/tls.log" 2>&1 || { cat "$run_dir/tls.log" >&2; exit 1; }
+}
+
+# Issues certificate $1 signed by CA $2 for subject $3 with extensions $4, in the
+# current directory.
+issue() {
+  openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$3" &&
+    printf '%s\n' "$4" >"$1.ext" &&
+    openssl x509 -req -in "$1.csr" -CA "$2.crt" -CAkey "$2.key" -CAcreateserial -out "$1.crt" -days 2 -extfile "$1.ext"
 }
 
 oidc_running() {
@@ -154,7 +156,7 @@ start_oidc() {
       tail -n 30 "$run_dir/oidc.log" >&2
       exit 1
     fi
-    if (exec 3<>"/dev/tcp/127.0.0.1/$oidc_port" && printf 'GET /kafka/jwks HTTP/1.0\r\n\r\n' >&3 && grep -q '"keys"' <&3) 2>/dev/null; then
+    if timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$oidc_port && printf 'GET /kafka/jwks HTTP/1.0\r\n\r\n' >&3 && grep -q '\"keys\"' <&3" 2>/dev/null; then
       return
     fi
     sleep 0.5
@@ -163,9 +165,20 @@ start_oidc() {
   exit 1
 }
 
+# Stops process $1 with SIGTERM, and with SIGKILL if it is still there after $2 seconds.
+terminate() {
+  local pid=$1
+  kill "$pid"
+  for _ in $(seq 1 $(($2 * 2))); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.5
+  done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
 stop_oidc() {
   if oidc_running; then
-    kill "$(cat "$oidc_pid_file")"
+    terminate "$(cat "$oidc_pid_file")" 10
   fi
   rm -f "$oidc_pid_file"
 }
@@ -179,9 +192,13 @@ acl() {
 
 start() {
   install
-  if running; then
+  if running && oidc_running && grep -q "^listeners=.*OAUTH://" "$run_dir/server.properties"; then
     echo "Kafka is already running at 127.0.0.1:$port (PID $(cat "$pid_file"))."
     return
+  fi
+  if running; then
+    echo "Kafka runs without every listener or without its OIDC token server; starting it anew."
+    stop
   fi
   if port_open "$port"; then
     echo "Port $port is taken by another process; set SLUICE_KAFKA_PORT to a free port." >&2
@@ -248,12 +265,13 @@ PROPS
   java "${java_opts[@]}" kafka.tools.StorageTool format -t "$cluster_id" -c "$run_dir/server.properties" \
     --add-scram "SCRAM-SHA-256=[name=sluice,password=$scram_password]" \
     --add-scram "SCRAM-SHA-512=[name=sluice,password=$scram_password]" \
-    >"$run_dir/format.log" 2>&1 || { cat "$run_dir/format.log" >&2; exit 1; }
+    >"$run_dir/format.log" 2>&1 || { cat "$run_dir/format.log" >&2; stop_oidc; exit 1; }
   printf '%s\n' "$scram_password" >"$run_dir/scram-password"
   nohup java "${java_opts[@]}" kafka.Kafka "$run_dir/server.properties" >"$run_dir/kafka.log" 2>&1 &
   echo $! >"$pid_file"
   for _ in $(seq 1 120); do
     if ! running; then
+      stop_oidc
       echo "Kafka exited during start-up; the end of its log ($run_dir/kafka.log):" >&2
       tail -n 30 "$run_dir/kafka.log" >&2
       exit 1
@@ -280,20 +298,16 @@ stop() {
     echo "Kafka is not running."
     return
   fi
-  local pid
-  pid=$(cat "$pid_file")
-  kill "$pid"
-  for _ in $(seq 1 60); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.5
-  done
-  kill -9 "$pid" 2>/dev/null || true
+  terminate "$(cat "$pid_file")" 30
   rm -f "$pid_file"
   echo "Kafka stopped."
 }
 
 status() {
-  if running; then
+  if running && ! { oidc_running && grep -q "^listeners=.*OAUTH://" "$run_dir/server.properties"; }; then
+    echo "Kafka is running at 127.0.0.1:$port without every listener or its OIDC token server; scripts/kafka.sh start starts it anew."
+    return 1
+  elif running; then
     echo "Kafka is running at 127.0.0.1:$port (PID $(cat "$pid_file"))."
   else
     echo "Kafka is not running."
@@ -424,16 +438,10 @@ node_start() {
 }
 
 cluster_stop() {
-  local node pid
+  local node
   for node in $(seq 1 $cluster_nodes); do
     if node_running "$node"; then
-      pid=$(cat "$(node_pid_file "$node")")
-      kill "$pid"
-      for _ in $(seq 1 40); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.5
-      done
-      kill -9 "$pid" 2>/dev/null || true
+      terminate "$(cat "$(node_pid_file "$node")")" 20
     fi
     rm -f "$(node_pid_file "$node")"
   done

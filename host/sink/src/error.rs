@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use rdkafka::error::KafkaError;
 
-use crate::security::SecurityFailure;
+use crate::failure::SecurityFailure;
 
 /// Why records or positions could not be delivered.
 #[derive(Debug, thiserror::Error)]
@@ -37,9 +37,17 @@ pub enum SinkError {
         /// librdkafka's explanation.
         detail: String,
     },
-    /// A broker refused to authenticate the client, or TLS with it failed.
+    /// A broker refused to authenticate the client, or TLS with it failed, when
+    /// connecting.
     #[error("{0}")]
     Security(Box<SecurityFailure>),
+    /// A send or commit failed while the client met a security failure (a revoked
+    /// credential, a token endpoint gone): the work is redone, and the pipeline stops if
+    /// it goes on failing.
+    #[error(
+        "Delivery to Kafka stalled. {0} Nothing since the last commit was delivered; the work is redone from there, and the pipeline stops if this goes on."
+    )]
+    Stalled(Box<SecurityFailure>),
     /// The topic does not exist and the broker does not create it.
     #[error(
         "Kafka topic `{topic}` does not exist at {bootstrap}. Create it, or enable automatic topic creation on the broker."
@@ -186,6 +194,7 @@ impl SinkError {
             SinkError::Aborted { .. }
                 | SinkError::Interrupted { .. }
                 | SinkError::TransactionTimedOut { .. }
+                | SinkError::Stalled(_)
         )
     }
 

@@ -19,14 +19,17 @@
 
 mod certificate;
 mod error;
+mod failure;
 mod position;
 mod producer;
 mod properties;
 mod security;
 mod spelling;
 mod tracker;
+mod watch;
 
 pub use error::SinkError;
+pub use failure::{SecurityFailure, SecurityProblem};
 pub use position::SourcePosition;
 pub use producer::{
     Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, check_topics, load_position,
@@ -34,4 +37,4 @@ pub use producer::{
 pub use properties::{
     DEFAULTS as DEFAULT_PROPERTIES, client_properties, is_secret_property, translation_notes,
 };
-pub use security::{SecurityFailure, SecurityProblem, connection_summary};
+pub use security::connection_summary;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sluice_position::Position;
 
 use crate::error::SinkError;
-use crate::security::SecurityWatch;
+use crate::watch::{SecurityWatch, Watched};
 
 /// A pipeline's committed position together with what it belongs to: the table it is a
 /// position in and the module that made the records up to it. Stored as JSON under the
@@ -89,8 +89,12 @@ pub async fn ensure_topic(
 ) -> Result<(), SinkError> {
     let fail = |detail: String| topic_error(properties, topic, detail);
     let config = client_config(properties);
-    let admin: AdminClient<DefaultClientContext> =
-        config.create().map_err(|e| fail(e.to_string()))?;
+    let admin: AdminClient<Watched> = config
+        .create_with_context(Watched {
+            security: SecurityWatch::new(properties),
+            client: "position topic admin",
+        })
+        .map_err(|e| fail(e.to_string()))?;
     // Replication -1 takes the broker's default.replication.factor.
     let new_topic = NewTopic::new(topic, 1, TopicReplication::Fixed(-1))
         .set("cleanup.policy", "compact")

@@ -12,10 +12,11 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use crate::error::SinkError;
+use crate::failure::SecurityFailure;
 use crate::position::{self, ReadEnd, SourcePosition};
 use crate::properties::{DEFAULTS, client_properties, consumer_properties, redact};
-use crate::security::SecurityWatch;
 use crate::tracker::DeliveryTracker;
+use crate::watch::SecurityWatch;
 
 /// Delivery errors that redoing the work cannot cure; any other delivery error makes the
 /// pipeline redo the work since its last commit.
@@ -382,12 +383,16 @@ impl KafkaSink {
                 .await
                 .expect("commit_transaction does not panic");
             // A commit that fails while the client meets a security failure (credentials
-            // revoked, a token that can no longer be fetched) is not retried: it would
-            // wait for ever.
-            if result.is_err()
-                && let Some(failure) = self.security_failure()
-            {
-                return Err(failure);
+            // revoked, a token that can no longer be fetched) is not retried here, where
+            // it would wait for ever, but redone by the pipeline, which gives up in the
+            // end. Being fenced or timed out says more, so it comes first.
+            if result.is_err() {
+                if let Some(fatal) = self.fatal_error() {
+                    return Err(fatal);
+                }
+                if let Some(stalled) = self.security_failure() {
+                    return Err(stalled);
+                }
             }
             match result {
                 Ok(()) => return Ok(()),
@@ -403,28 +408,31 @@ impl KafkaSink {
     }
 
     /// A failure to deliver that would be redone, as the security failure behind it if
-    /// the producer met one since the last commit: redoing the work cannot get past it.
+    /// the producer meets one now: what the pipeline reports while it redoes the work.
     fn explained(&self, error: SinkError) -> SinkError {
-        if error.is_retriable() {
+        if error.is_retriable() && !error.needs_reconnect() {
             self.security_failure().unwrap_or(error)
         } else {
             error
         }
     }
 
-    /// The security failure the producer met since the last commit (credentials
-    /// revoked, a token that can no longer be fetched): why its work stalls.
+    /// The security failure the producer meets now (credentials revoked, a token that
+    /// can no longer be fetched): why its work stalls. Now is within the longest a commit
+    /// waits, and at least half a minute: librdkafka retries a token or a connection at
+    /// least every ten seconds, so a failure that lasts is seen again within it.
     fn security_failure(&self) -> Option<SinkError> {
-        let failure = self.producer.context().security().failure()?;
-        Some(SinkError::Security(Box::new(failure)))
+        let within = self.config.transaction_timeout.max(Duration::from_secs(30));
+        let failure = self.producer.context().security().recent_failure(within)?;
+        Some(SinkError::Stalled(Box::new(failure)))
     }
 
     fn transaction_error(&self, error: KafkaError) -> SinkError {
         if let Some(fatal) = self.fatal_error() {
             return fatal;
         }
-        if let Some(failure) = self.security_failure() {
-            return failure;
+        if let Some(stalled) = self.security_failure() {
+            return stalled;
         }
         match &error {
             KafkaError::Transaction(e) if e.txn_requires_abort() => SinkError::Aborted {
@@ -719,7 +727,7 @@ enum ProbeFailure {
     /// No broker answered; librdkafka's last error.
     Unanswered(String),
     /// A broker refused the client's credentials or TLS.
-    Security(Box<crate::SecurityFailure>),
+    Security(Box<SecurityFailure>),
 }
 
 /// Waits up to `wait` for metadata that shows `topic` with partitions: `Missing` if

@@ -45,13 +45,23 @@ pub fn translation_notes(configured: &BTreeMap<String, String>) -> Vec<String> {
 
 /// Removes secret property values from a message.
 pub fn redact(message: &str, properties: &BTreeMap<String, String>) -> String {
+    redact_values(message, &secret_values(properties))
+}
+
+/// The values of the secret properties among `properties`.
+pub(crate) fn secret_values(properties: &BTreeMap<String, String>) -> Vec<String> {
     properties
         .iter()
         .filter(|(name, secret)| is_secret_property(name) && !secret.is_empty())
-        .map(|(_, secret)| secret)
-        .fold(message.to_string(), |text, secret| {
-            text.replace(secret.as_str(), "***")
-        })
+        .map(|(_, secret)| secret.clone())
+        .collect()
+}
+
+/// Removes these secret values from a message.
+pub(crate) fn redact_values(message: &str, secrets: &[String]) -> String {
+    secrets.iter().fold(message.to_string(), |text, secret| {
+        text.replace(secret.as_str(), "***")
+    })
 }
 
 /// The properties a consumer of the position topic needs: the connection and security
@@ -73,6 +83,15 @@ pub fn consumer_properties(properties: &BTreeMap<String, String>) -> BTreeMap<St
                 || name.starts_with("broker.")
         })
         .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// A property map from pairs, for tests.
+#[cfg(test)]
+pub(crate) fn properties(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
 

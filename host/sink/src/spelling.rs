@@ -37,17 +37,29 @@ pub(crate) fn translate(configured: &BTreeMap<String, String>) -> Result<Transla
             .properties
             .insert(plain.to_string(), value.clone());
     }
+    // librdkafka's own alias, so that what follows looks at one name.
+    if let Some(mechanism) = translated.properties.remove("sasl.mechanisms")
+        && translated
+            .properties
+            .insert("sasl.mechanism".into(), mechanism)
+            .is_some()
+    {
+        return Err(config_error(
+            "both `sasl.mechanisms` and `sasl.mechanism` are set; keep one".into(),
+        ));
+    }
     jaas(&mut translated)?;
     login_callback(&mut translated)?;
+    java_login_settings(&mut translated);
     trust_store(&mut translated)?;
     key_store(&mut translated)?;
-    rename(&mut translated, "ssl.truststore.certificates", "ssl.ca.pem");
+    rename(&mut translated, "ssl.truststore.certificates", "ssl.ca.pem")?;
     rename(
         &mut translated,
         "ssl.keystore.certificate.chain",
         "ssl.certificate.pem",
-    );
-    rename(&mut translated, "ssl.keystore.key", "ssl.key.pem");
+    )?;
+    rename(&mut translated, "ssl.keystore.key", "ssl.key.pem")?;
     let properties = &mut translated.properties;
     if properties
         .get("ssl.endpoint.identification.algorithm")
@@ -72,14 +84,32 @@ fn jaas_error(detail: String) -> SinkError {
     config_error(format!("`sasl.jaas.config`: {detail}"))
 }
 
-/// Moves Java's `from` to librdkafka's `to`.
-fn rename(translated: &mut Translated, from: &str, to: &str) {
+/// Moves Java's `from` to librdkafka's `to`, unless both are set.
+fn rename(translated: &mut Translated, from: &str, to: &str) -> Result<(), SinkError> {
     if let Some(value) = translated.properties.remove(from) {
-        translated.properties.insert(to.into(), value);
+        set_translated(translated, &format!("Java's `{from}`"), to, value)?;
         translated
             .notes
             .push(format!("Java's `{from}` is librdkafka's `{to}`."));
     }
+    Ok(())
+}
+
+/// Sets librdkafka's `to` from `from` (described), refusing to overwrite a value the
+/// config sets itself.
+fn set_translated(
+    translated: &mut Translated,
+    from: &str,
+    to: &str,
+    value: String,
+) -> Result<(), SinkError> {
+    if translated.properties.contains_key(to) {
+        return Err(config_error(format!(
+            "both {from} and `{to}` are set; keep one"
+        )));
+    }
+    translated.properties.insert(to.into(), value);
+    Ok(())
 }
 
 /// Sets `name` unless it is set already, which would make the JAAS login ambiguous.
@@ -184,10 +214,39 @@ fn login_callback(translated: &mut Translated) -> Result<(), SinkError> {
             "`sasl.login.callback.handler.class` `{class}` is a Java class librdkafka cannot run; only Kafka's OAuthBearerLoginCallbackHandler has an equivalent (sasl.oauthbearer.method = \"oidc\")"
         )));
     }
+    translated
+        .properties
+        .entry("sasl.oauthbearer.method".into())
+        .or_insert_with(|| "oidc".into());
     translated.notes.push(
         "`sasl.login.callback.handler.class` (OAuthBearerLoginCallbackHandler) is librdkafka's built-in `oidc` token fetching.".into(),
     );
     Ok(())
+}
+
+/// Java's login tuning (`sasl.login.connect.timeout.ms`, `sasl.login.retry.backoff.ms`,
+/// `sasl.login.refresh.*`, ...) has no librdkafka equivalent, which would refuse it as an
+/// unknown property: it is dropped.
+fn java_login_settings(translated: &mut Translated) {
+    let dropped: Vec<String> = translated
+        .properties
+        .keys()
+        .filter(|name| name.starts_with("sasl.login."))
+        .cloned()
+        .collect();
+    for name in &dropped {
+        translated.properties.remove(name);
+    }
+    if !dropped.is_empty() {
+        translated.notes.push(format!(
+            "Java's login tuning has no librdkafka equivalent and is left out: {}.",
+            dropped
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
 }
 
 /// Java's trust store: a PEM one is librdkafka's `ssl.ca.location`; JKS and PKCS#12 ones
@@ -238,8 +297,14 @@ fn key_store(translated: &mut Translated) -> Result<(), SinkError> {
         "PKCS12" => Ok(()),
         "PEM" => {
             properties.remove("ssl.keystore.location");
-            properties.insert("ssl.certificate.location".into(), location.clone());
-            properties.insert("ssl.key.location".into(), location);
+            let from = "Java's PEM `ssl.keystore.location`";
+            set_translated(
+                translated,
+                from,
+                "ssl.certificate.location",
+                location.clone(),
+            )?;
+            set_translated(translated, from, "ssl.key.location", location)?;
             translated.notes.push(
                 "Java's PEM `ssl.keystore.location` is librdkafka's `ssl.certificate.location` and `ssl.key.location`.".into(),
             );
@@ -249,6 +314,52 @@ fn key_store(translated: &mut Translated) -> Result<(), SinkError> {
             "librdkafka cannot read the {kind} key store `{location}`; convert it with `keytool -importkeystore -srckeystore {location} -destkeystore client.p12 -deststoretype PKCS12` and set ssl.keystore.location = \"client.p12\""
         ))),
     }
+}
+
+/// A token of a JAAS configuration.
+#[derive(Debug, PartialEq, Eq)]
+enum JaasToken {
+    Word(String),
+    Quoted(String),
+    Equals,
+    End,
+}
+
+/// Splits a JAAS configuration into tokens; errors name no value.
+fn jaas_tokens(text: &str) -> Result<Vec<JaasToken>, String> {
+    let mut tokens = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {}
+            '=' => tokens.push(JaasToken::Equals),
+            ';' => tokens.push(JaasToken::End),
+            '"' | '\'' => {
+                let mut value = String::new();
+                loop {
+                    match chars.next() {
+                        None => return Err("a quoted value has no closing quote".into()),
+                        Some('\\') => value.extend(chars.next()),
+                        Some(end) if end == c => break,
+                        Some(other) => value.push(other),
+                    }
+                }
+                tokens.push(JaasToken::Quoted(value));
+            }
+            c => {
+                let mut word = String::from(c);
+                while let Some(&next) = chars.peek() {
+                    if next.is_whitespace() || matches!(next, '=' | ';' | '"' | '\'') {
+                        break;
+                    }
+                    word.push(next);
+                    chars.next();
+                }
+                tokens.push(JaasToken::Word(word));
+            }
+        }
+    }
+    Ok(tokens)
 }
 
 /// The login modules whose JAAS configuration maps onto librdkafka's properties.
@@ -277,12 +388,14 @@ struct JaasLogin {
 }
 
 impl JaasLogin {
-    /// Parses the value; errors never quote it, since it holds a password.
+    /// Parses the value as Java's JAAS parser does (words or single- or double-quoted
+    /// values with backslash escapes, spaces around `=`, the control flag in any case);
+    /// errors never quote it, since it holds a password.
     fn parse(text: &str) -> Result<JaasLogin, String> {
-        let text = text.trim().trim_end_matches(';').trim();
-        let (class, rest) = text
-            .split_once(char::is_whitespace)
-            .ok_or("expected `<login module> required key=\"value\" ...;`")?;
+        let mut tokens = jaas_tokens(text)?.into_iter();
+        let Some(JaasToken::Word(class)) = tokens.next() else {
+            return Err("expected `<login module> required key=\"value\" ...;`".into());
+        };
         // Databricks shades Kafka's classes under `kafkashaded.`; the suffix decides.
         let module = if class.ends_with(".plain.PlainLoginModule") {
             LoginModule::Plain
@@ -295,33 +408,35 @@ impl JaasLogin {
                 "login module `{class}` has no librdkafka equivalent Sluice can derive; set librdkafka's sasl.* properties instead"
             ));
         };
-        let (flag, mut rest) = rest
-            .trim_start()
-            .split_once(char::is_whitespace)
-            .unwrap_or((rest.trim(), ""));
-        if !["required", "requisite", "sufficient", "optional"].contains(&flag) {
-            return Err(format!(
-                "expected a control flag such as `required` after the login module, not `{flag}`"
-            ));
+        match tokens.next() {
+            Some(JaasToken::Word(flag))
+                if ["required", "requisite", "sufficient", "optional"]
+                    .iter()
+                    .any(|known| flag.eq_ignore_ascii_case(known)) => {}
+            _ => {
+                return Err(
+                    "expected a control flag such as `required` after the login module".into(),
+                );
+            }
         }
         let mut options = BTreeMap::new();
         loop {
-            rest = rest.trim_start();
-            if rest.is_empty() {
-                break;
+            let key = match tokens.next() {
+                None | Some(JaasToken::End) => break,
+                Some(JaasToken::Word(key)) => key,
+                Some(_) => {
+                    return Err("expected key=\"value\" options after the control flag".into());
+                }
+            };
+            if tokens.next() != Some(JaasToken::Equals) {
+                return Err(format!("expected `=` after `{key}`"));
             }
-            let (key, after) = rest
-                .split_once('=')
-                .ok_or("expected key=\"value\" options after the control flag")?;
-            let key = key.trim();
-            let after = after
-                .strip_prefix('"')
-                .ok_or_else(|| format!("the value of `{key}` must be in double quotes"))?;
-            let end = after
-                .find('"')
-                .ok_or_else(|| format!("the value of `{key}` has no closing quote"))?;
-            options.insert(key.to_string(), after[..end].to_string());
-            rest = &after[end + 1..];
+            match tokens.next() {
+                Some(JaasToken::Word(value) | JaasToken::Quoted(value)) => {
+                    options.insert(key, value);
+                }
+                _ => return Err(format!("`{key}` has no value")),
+            }
         }
         Ok(JaasLogin { module, options })
     }
@@ -337,13 +452,7 @@ impl JaasLogin {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn properties(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::properties::properties;
 
     fn translated(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         translate(&properties(pairs)).unwrap().properties
@@ -365,6 +474,28 @@ mod tests {
                 ("sasl.username", "KEY"),
                 ("sasl.password", "se cret"),
             ])
+        );
+    }
+
+    #[test]
+    fn jaas_values_are_read_as_java_reads_them() {
+        assert_eq!(
+            translated(&[(
+                "sasl.jaas.config",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule REQUIRED username = 'KEY' password="se\"cr\\et" ;"#,
+            )]),
+            properties(&[
+                ("sasl.mechanism", "PLAIN"),
+                ("sasl.username", "KEY"),
+                ("sasl.password", r#"se"cr\et"#),
+            ])
+        );
+        assert_eq!(
+            translated(&[(
+                "sasl.jaas.config",
+                "org.apache.kafka.common.security.plain.PlainLoginModule required username=KEY password=SECRET;",
+            )])["sasl.password"],
+            "SECRET"
         );
     }
 
@@ -440,8 +571,8 @@ mod tests {
                 "no password",
             ),
             (
-                r#"org.apache.kafka.common.security.plain.PlainLoginModule required password=hunter2"#,
-                "double quotes",
+                r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="hunter2"#,
+                "no closing quote",
             ),
         ] {
             let err = refusal(&[("sasl.jaas.config", jaas)]);
@@ -521,6 +652,66 @@ mod tests {
             ("ssl.keystore.type", "JKS"),
         ]);
         assert!(keystore.contains("keytool -importkeystore"), "{keystore}");
+    }
+
+    #[test]
+    fn librdkafkas_plural_mechanism_goes_with_a_jaas_login() {
+        let jaas = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";"#;
+        let settings = translated(&[
+            ("sasl.jaas.config", jaas),
+            ("sasl.mechanisms", "SCRAM-SHA-512"),
+        ]);
+        assert_eq!(settings["sasl.mechanism"], "SCRAM-SHA-512");
+        assert!(!settings.contains_key("sasl.mechanisms"));
+        let both = refusal(&[("sasl.mechanisms", "PLAIN"), ("sasl.mechanism", "PLAIN")]);
+        assert!(both.contains("keep one"), "{both}");
+    }
+
+    #[test]
+    fn translations_never_overwrite_what_the_config_sets() {
+        let err = refusal(&[
+            ("ssl.keystore.location", "/certs/client.pem"),
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.key.location", "/certs/other.key"),
+        ]);
+        assert!(
+            err.contains("`ssl.key.location` are set; keep one"),
+            "{err}"
+        );
+        let err = refusal(&[
+            ("ssl.truststore.certificates", "-----BEGIN CERTIFICATE-----"),
+            ("ssl.ca.pem", "-----BEGIN CERTIFICATE-----"),
+        ]);
+        assert!(err.contains("keep one"), "{err}");
+    }
+
+    #[test]
+    fn java_oauth_settings_without_jaas_still_mean_oidc() {
+        let result = translate(&properties(&[
+            (
+                "sasl.login.callback.handler.class",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+            ),
+            ("sasl.login.connect.timeout.ms", "15000"),
+            ("sasl.login.retry.backoff.ms", "100"),
+            ("sasl.oauthbearer.client.id", "sluice"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            result.properties,
+            properties(&[
+                ("sasl.oauthbearer.method", "oidc"),
+                ("sasl.oauthbearer.client.id", "sluice"),
+            ])
+        );
+        assert!(
+            result
+                .notes
+                .iter()
+                .any(|note| note.contains("`sasl.login.connect.timeout.ms`")),
+            "{:?}",
+            result.notes
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 use tokio::sync::Notify;
 
-use crate::security::SecurityWatch;
+use crate::watch::SecurityWatch;
 
 /// Counts delivery reports. Each record is sent with its sequence number as the
 /// delivery opaque, so reports of records from a rolled-back transaction, which

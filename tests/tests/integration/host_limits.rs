@@ -157,7 +157,7 @@ fn sluice_preview_stops_every_hostile_module_within_its_budgets() {
     );
 }
 
-/// A million rejections of a 4,000-row batch with 4 KiB reasons: the host keeps one
+/// 250,000 rejections of a 4,000-row batch with 4 KiB reasons (1 GiB): the host keeps one
 /// per row, its reason cut to 1,024 bytes, and its memory stays flat.
 #[test]
 fn a_flood_of_rejections_keeps_one_short_reason_per_row() {

@@ -9,7 +9,7 @@
 //! - `emit-flood`: `emit` of 100,000 empty records at a time, without end;
 //! - `packed-names`: `emit-packed` whose headers all name one 64 KiB header name;
 //! - `select-within`: `select-where` within 5,000,000 row indexes;
-//! - `reject-flood`: `reject` with a 4 KiB message 1,000,000 times, each row many times;
+//! - `reject-flood`: `reject` with a 4 KiB message 250,000 times (1 GiB of reasons), each row many times;
 //! - `sleep`: sleeps an hour (WASI's monotonic clock and `poll`);
 //! - `random`: asks WASI for 2^40 random bytes;
 //! - `handles`: makes WASI pollables without end and never drops them;
@@ -120,7 +120,7 @@ impl Guest for HostHogs {
             }
             "reject-flood" => {
                 let message = "x".repeat(4096);
-                for i in 0..1_000_000u32 {
+                for i in 0..250_000u32 {
                     batch.reject(i % rows, &message);
                 }
             }
