@@ -40,6 +40,8 @@ pub use run::{
     RunControls, RunMode, RunSummary, StartFrom, SwapReport, SwapRequest, run, run_controlled,
     sink_config,
 };
-pub use sluice_sink::{KafkaSink, SourcePosition, is_secret_property, load_position};
+pub use sluice_sink::{
+    KafkaSink, SourcePosition, client_properties, is_secret_property, load_position,
+};
 pub use sluice_source::Position;
 pub use stage::instance_limits;

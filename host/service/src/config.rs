@@ -251,6 +251,9 @@ impl ServeConfig {
                 *value = sluice_pipeline::resolve_reference(value, base)
                     .map_err(|e| invalid(format!("[cluster.kafka] `{property}` {e}")))?;
             }
+            // The cluster's own clients take the Spark and Java spellings pipelines do.
+            cluster.kafka = sluice_pipeline::client_properties(&cluster.kafka)
+                .map_err(|e| invalid(format!("[cluster.kafka] {e}")))?;
             cluster.validate().map_err(invalid)?;
         }
         Ok(config)
@@ -286,6 +289,26 @@ mod tests {
         assert_eq!(acme.max_pipelines, 3);
         assert_eq!(acme.max_memory_mib, 256);
         assert_eq!(acme.kafka["sasl.password"], "hunter2");
+    }
+
+    #[test]
+    fn the_clusters_kafka_settings_take_spark_and_java_spellings() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("jaas"),
+            "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"node\" password=\"hunter2\";\n",
+        )
+        .unwrap();
+        let path = write_config(
+            dir.path(),
+            "[cluster]\nname = \"prod\"\n[cluster.kafka]\n\"kafka.bootstrap.servers\" = \"b:9092\"\n\"kafka.sasl.mechanism\" = \"SCRAM-SHA-512\"\n\"kafka.sasl.jaas.config\" = \"${file:jaas}\"\n",
+        );
+        let config = ServeConfig::load(&path).unwrap();
+        let kafka = &config.cluster.unwrap().kafka;
+        assert_eq!(kafka["bootstrap.servers"], "b:9092");
+        assert_eq!(kafka["sasl.username"], "node");
+        assert_eq!(kafka["sasl.password"], "hunter2");
+        assert!(!kafka.contains_key("sasl.jaas.config"));
     }
 
     #[test]

@@ -638,8 +638,11 @@ fn a_token_endpoint_gone_mid_run_stalls_delivery_then_stops_it_with_nothing_lost
     };
     let stderr = std::fs::read_to_string(&log).unwrap();
     assert!(!status.success(), "{stderr}");
-    let last = stderr.lines().last().unwrap_or_default();
-    assert!(last.contains(&stalled), "it stops with why: {last}");
+    let error = stderr
+        .lines()
+        .find(|line| line.starts_with("Error: "))
+        .unwrap_or_default();
+    assert!(error.contains(&stalled), "it stops with why: {stderr}");
     assert!(!stderr.contains("oidc-secret"), "{stderr}");
     assert_eq!(
         consume_all(&topic).len(),
