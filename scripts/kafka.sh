@@ -130,6 +130,12 @@ issue() {
     openssl x509 -req -in "$1.csr" -CA "$2.crt" -CAkey "$2.key" -CAcreateserial -out "$1.crt" -days 2 -extfile "$1.ext"
 }
 
+# Whether the broker runs with every listener (not one an older script started) and the
+# token server its OAUTHBEARER listener needs.
+running_complete() {
+  running && oidc_running && grep -q "^listeners=.*OAUTH://" "$run_dir/server.properties"
+}
+
 oidc_running() {
   [ -f "$oidc_pid_file" ] && kill -0 "$(cat "$oidc_pid_file")" 2>/dev/null
 }
@@ -192,7 +198,7 @@ acl() {
 
 start() {
   install
-  if running && oidc_running && grep -q "^listeners=.*OAUTH://" "$run_dir/server.properties"; then
+  if running_complete; then
     echo "Kafka is already running at 127.0.0.1:$port (PID $(cat "$pid_file"))."
     return
   fi
@@ -304,7 +310,7 @@ stop() {
 }
 
 status() {
-  if running && ! { oidc_running && grep -q "^listeners=.*OAUTH://" "$run_dir/server.properties"; }; then
+  if running && ! running_complete; then
     echo "Kafka is running at 127.0.0.1:$port without every listener or its OIDC token server; scripts/kafka.sh start starts it anew."
     return 1
   elif running; then

@@ -85,6 +85,20 @@ impl Serve {
         serve
     }
 
+    /// Starts a service with one tenant, `name`, with these `[tenants.<name>.kafka]` lines
+    /// and nothing else set.
+    pub fn tenant(name: &str, kafka: &str) -> Serve {
+        Serve::start(
+            &[TenantSpec {
+                name,
+                limits: "",
+                kafka,
+            }],
+            "",
+            "",
+        )
+    }
+
     /// The service's config file.
     pub fn config(&self) -> PathBuf {
         self.dir.path().join("serve.toml")

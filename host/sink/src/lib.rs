@@ -25,6 +25,8 @@ mod producer;
 mod properties;
 mod security;
 mod spelling;
+#[cfg(test)]
+mod test_support;
 mod tracker;
 mod watch;
 

@@ -382,28 +382,25 @@ impl KafkaSink {
             let result = tokio::task::spawn_blocking(move || producer.commit_transaction(timeout))
                 .await
                 .expect("commit_transaction does not panic");
-            // A commit that fails while the client meets a security failure (credentials
-            // revoked, a token that can no longer be fetched) is not retried here, where
-            // it would wait for ever, but redone by the pipeline, which gives up in the
-            // end. Being fenced or timed out says more, so it comes first.
-            if result.is_err() {
-                if let Some(fatal) = self.fatal_error() {
-                    return Err(fatal);
-                }
-                if let Some(stalled) = self.security_failure() {
-                    return Err(stalled);
-                }
-            }
-            match result {
+            let error = match result {
                 Ok(()) => return Ok(()),
                 Err(KafkaError::Transaction(e)) if e.is_retriable() && !e.txn_requires_abort() => {
-                    tracing::warn!(error = %e, "Committing a Kafka transaction failed; retrying.");
+                    KafkaError::Transaction(e)
                 }
-                Err(KafkaError::Flush(_)) => {
-                    tracing::warn!("Committing a Kafka transaction timed out; retrying.");
-                }
+                Err(error @ KafkaError::Flush(_)) => error,
                 Err(e) => return Err(self.transaction_error(e)),
+            };
+            // Retried here, a commit stalled by a lasting security failure (credentials
+            // revoked, a token that can no longer be fetched) would wait for ever: the
+            // pipeline redoes the work instead, and gives up in the end. Being fenced or
+            // timed out says more, so it comes first.
+            if let Some(fatal) = self.fatal_error() {
+                return Err(fatal);
             }
+            if let Some(stalled) = self.security_failure() {
+                return Err(stalled);
+            }
+            tracing::warn!(%error, "Committing a Kafka transaction failed; retrying.");
         }
     }
 
@@ -431,6 +428,8 @@ impl KafkaSink {
         if let Some(fatal) = self.fatal_error() {
             return fatal;
         }
+        // Whatever a transaction call fails with while the client meets a security
+        // failure (an abort still in progress, a non-abortable state) follows from it.
         if let Some(stalled) = self.security_failure() {
             return stalled;
         }

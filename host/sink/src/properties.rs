@@ -86,15 +86,6 @@ pub fn consumer_properties(properties: &BTreeMap<String, String>) -> BTreeMap<St
         .collect()
 }
 
-/// A property map from pairs, for tests.
-#[cfg(test)]
-pub(crate) fn properties(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

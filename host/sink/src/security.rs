@@ -224,9 +224,10 @@ fn without_suffix(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{OAUTH, properties};
 
     fn settings(pairs: &[(&str, &str)]) -> SecuritySettings {
-        SecuritySettings::new(&crate::properties::properties(pairs))
+        SecuritySettings::new(&properties(pairs))
     }
 
     fn classify(
@@ -300,17 +301,6 @@ mod tests {
             }
         );
     }
-
-    const OAUTH: &[(&str, &str)] = &[
-        ("bootstrap.servers", "127.0.0.1:19098"),
-        ("security.protocol", "SASL_SSL"),
-        ("sasl.mechanism", "OAUTHBEARER"),
-        (
-            "sasl.oauthbearer.token.endpoint.url",
-            "http://127.0.0.1:19180/kafka/token",
-        ),
-        ("sasl.oauthbearer.client.secret", "s3cret"),
-    ];
 
     #[test]
     fn token_failures_are_told_apart() {
@@ -450,7 +440,7 @@ mod tests {
     #[test]
     fn the_summary_names_the_listener_without_secrets() {
         assert_eq!(
-            connection_summary(&crate::properties::properties(OAUTH)),
+            connection_summary(&properties(OAUTH)),
             "127.0.0.1:19098 over SASL_SSL with OAUTHBEARER, tokens from http://127.0.0.1:19180/kafka/token"
         );
     }

@@ -105,22 +105,16 @@ fn set_translated(
 ) -> Result<(), SinkError> {
     if translated.properties.contains_key(to) {
         return Err(config_error(format!(
-            "both {from} and `{to}` are set; keep one"
+            "both {from} and `{to}` are set; keep one: either the Java setting or librdkafka's"
         )));
     }
     translated.properties.insert(to.into(), value);
     Ok(())
 }
 
-/// Sets `name` unless it is set already, which would make the JAAS login ambiguous.
+/// Sets librdkafka's `name` from the JAAS login, refusing to overwrite it.
 fn set_from_jaas(translated: &mut Translated, name: &str, value: String) -> Result<(), SinkError> {
-    if translated.properties.contains_key(name) {
-        return Err(jaas_error(format!(
-            "`{name}` is set too; set either sasl.jaas.config or librdkafka's sasl.* properties"
-        )));
-    }
-    translated.properties.insert(name.into(), value);
-    Ok(())
+    set_translated(translated, "`sasl.jaas.config`", name, value)
 }
 
 /// A `sasl.jaas.config` becomes librdkafka's `sasl.*` properties.
@@ -262,12 +256,12 @@ fn trust_store(translated: &mut Translated) -> Result<(), SinkError> {
     properties.remove("ssl.truststore.password");
     match kind.to_ascii_uppercase().as_str() {
         "PEM" => {
-            if properties.contains_key("ssl.ca.location") {
-                return Err(config_error(
-                    "both `ssl.truststore.location` and `ssl.ca.location` are set; keep one".into(),
-                ));
-            }
-            properties.insert("ssl.ca.location".into(), location);
+            set_translated(
+                translated,
+                "`ssl.truststore.location`",
+                "ssl.ca.location",
+                location,
+            )?;
             translated.notes.push(
                 "Java's PEM `ssl.truststore.location` is librdkafka's `ssl.ca.location`.".into(),
             );
@@ -452,7 +446,7 @@ impl JaasLogin {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::properties::properties;
+    use crate::test_support::properties;
 
     fn translated(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         translate(&properties(pairs)).unwrap().properties

@@ -189,23 +189,14 @@ impl ClientContext for Watched {
 
 #[cfg(test)]
 mod tests {
+    use crate::test_support::{OAUTH, properties};
     use rdkafka::types::RDKafkaErrorCode;
 
     use super::*;
 
     fn watch(pairs: &[(&str, &str)]) -> SecurityWatch {
-        SecurityWatch::new(&crate::properties::properties(pairs))
+        SecurityWatch::new(&properties(pairs))
     }
-
-    const OAUTH: &[(&str, &str)] = &[
-        ("bootstrap.servers", "127.0.0.1:19098"),
-        ("security.protocol", "SASL_SSL"),
-        ("sasl.mechanism", "OAUTHBEARER"),
-        (
-            "sasl.oauthbearer.token.endpoint.url",
-            "http://127.0.0.1:19180/kafka/token",
-        ),
-    ];
 
     const REJECTED: &str =
         "sasl_ssl://127.0.0.1:19098/1: SASL authentication error: {\"status\":\"invalid_token\"}";

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
+use sluice_tests::service::{Serve, pipeline_config};
 use sluice_tests::{
     Consumed, Extra, PipelineFiles, consume_all, create_topic, deals_table, kafka_bootstrap,
     kafka_listener, kafka_run_file, oidc_url, run_expecting_failure, run_to_latest, sluice_check,
@@ -319,15 +319,7 @@ fn a_tenant_on_oauthbearer_delivers_exactly_once_across_token_refreshes() {
         kafka_listener("OAUTH"),
         oauth_properties("kafka", secret_file.to_str().unwrap(), &scope)
     );
-    let serve = Serve::start(
-        &[TenantSpec {
-            name: "acme",
-            limits: "",
-            kafka: &kafka,
-        }],
-        "",
-        "",
-    );
+    let serve = Serve::tenant("acme", &kafka);
     let module = serve.upload("acme", &transform_component("gold-deals"), "gold-deals");
     let topic = unique_topic("oauth");
     let name = topic.clone();

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
+use sluice_tests::service::{Serve, pipeline_config};
 use sluice_tests::{
     Extra, deals_table, kafka_bootstrap, sluice_binary, transform_component, unique_topic,
     wasip2_component,
@@ -43,15 +43,7 @@ fn the_author_loop_works_from_the_command_line() {
     let table = work.path().join("deals");
     deals_table(&table, &["scenario"]);
     let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
-    let serve = Serve::start(
-        &[TenantSpec {
-            name: "dev",
-            limits: "",
-            kafka: &kafka,
-        }],
-        "",
-        "",
-    );
+    let serve = Serve::tenant("dev", &kafka);
 
     let name = unique_topic("cli");
     let config = work.path().join("pipeline.toml");

@@ -97,15 +97,7 @@ fn a_pipeline_created_just_before_a_crash_is_still_there_after_it() {
     let table = tables.path().join("deals");
     deals_table(&table, &["create", "--rows", "5"]);
     let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
-    let mut serve = Serve::start(
-        &[TenantSpec {
-            name: "crashy",
-            limits: "",
-            kafka: &kafka,
-        }],
-        "",
-        "",
-    );
+    let mut serve = Serve::tenant("crashy", &kafka);
     let digest = serve.upload("crashy", &passthrough, "passthrough");
     let topic = unique_topic("crashy");
     let name = format!("p-{}", topic.rsplit('-').next().unwrap());

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
+use sluice_tests::service::{Serve, pipeline_config};
 use sluice_tests::{
     Extra, consume_all, deals_table, kafka_bootstrap, transform_component, unique_topic,
 };
@@ -37,15 +37,7 @@ fn swapping_under_load_loses_and_repeats_nothing() {
 
     let bootstrap = kafka_bootstrap();
     let kafka = format!("\"bootstrap.servers\" = \"{bootstrap}\"");
-    let serve = Serve::start(
-        &[TenantSpec {
-            name: "acme",
-            limits: "",
-            kafka: &kafka,
-        }],
-        "",
-        "",
-    );
+    let serve = Serve::tenant("acme", &kafka);
     let digests = [
         serve.upload("acme", &blue, "blue"),
         serve.upload("acme", &green, "green"),
