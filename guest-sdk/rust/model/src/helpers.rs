@@ -54,7 +54,8 @@ impl Scalar {
         }
     }
 
-    fn value(&self) -> Value<'_> {
+    /// The constant as a value.
+    pub fn value(&self) -> Value<'_> {
         match self {
             Scalar::Null => Value::Null,
             Scalar::Boolean(b) => Value::Boolean(*b),
@@ -172,7 +173,8 @@ pub fn change_types(batch: &RecordBatch) -> Result<Vec<ChangeType>, HelperError>
 }
 
 /// The rows to consider: `within`, checked against the batch, or all of them.
-fn candidates(batch: &RecordBatch, within: Option<&[u32]>) -> Result<Vec<u32>, HelperError> {
+/// The rows of `within` (all of the batch's when absent), refusing an index past its end.
+pub fn candidates(batch: &RecordBatch, within: Option<&[u32]>) -> Result<Vec<u32>, HelperError> {
     match within {
         None => Ok((0..batch.num_rows() as u32).collect()),
         Some(rows) => {
@@ -332,8 +334,9 @@ impl<'a> Prepared<'a> {
     }
 }
 
-/// The value as record bytes (key or header): strings as they are, others as text.
-fn text_bytes(value: &Value<'_>, out: &mut Vec<u8>) -> bool {
+/// Appends the value as record bytes (key or header): strings as they are, others as
+/// text. Returns false, appending nothing, for null.
+pub fn text_bytes(value: &Value<'_>, out: &mut Vec<u8>) -> bool {
     match value {
         Value::Null => return false,
         Value::Str(s) => out.extend_from_slice(s.as_bytes()),

@@ -1,0 +1,305 @@
+use std::sync::Arc;
+
+use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::{
+    Array, ArrayRef, Decimal128Array, Int64Array, StringArray, StructArray,
+    TimestampMicrosecondArray,
+};
+use arrow_schema::{DataType, Field, Fields, Schema, TimeUnit};
+use sluice_model::Record;
+use sluice_model::helpers::{
+    CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, EncodeSpec, FieldValue, ValueEncoding,
+};
+
+use super::*;
+
+/// id, amount, price, tags, doc{stage}, then the change columns; four rows: an
+/// insert, an update's pre- and post-image, a delete.
+fn batch() -> RecordBatch {
+    let mut tags = ListBuilder::new(StringBuilder::new());
+    tags.append_value([Some("a"), Some("b")]);
+    tags.append_value([None::<&str>]);
+    tags.append_null();
+    tags.append_value(Vec::<Option<&str>>::new());
+    let tags = tags.finish();
+    let stage_fields = Fields::from(vec![Field::new("stage", DataType::Utf8, true)]);
+    let doc = StructArray::new(
+        stage_fields.clone(),
+        vec![Arc::new(StringArray::from(vec![
+            Some("won"),
+            Some("new"),
+            Some("won"),
+            None,
+        ])) as ArrayRef],
+        None,
+    );
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("amount", DataType::Int64, true),
+        Field::new("price", DataType::Decimal128(10, 2), true),
+        Field::new("tags", tags.data_type().clone(), true),
+        Field::new("doc", DataType::Struct(stage_fields), true),
+        Field::new(CHANGE_TYPE, DataType::Utf8, false),
+        Field::new(COMMIT_VERSION, DataType::Int64, false),
+        Field::new(
+            COMMIT_TIMESTAMP,
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec!["a", "b", "b", "c"])),
+        Arc::new(Int64Array::from(vec![Some(1), Some(-1), None, Some(64)])),
+        Arc::new(
+            Decimal128Array::from(vec![Some(1250), Some(-5), None, Some(0)])
+                .with_precision_and_scale(10, 2)
+                .unwrap(),
+        ),
+        Arc::new(tags),
+        Arc::new(doc),
+        Arc::new(StringArray::from(vec![
+            "insert",
+            "update_preimage",
+            "update_postimage",
+            "delete",
+        ])),
+        Arc::new(Int64Array::from(vec![1, 2, 2, 3])),
+        Arc::new(
+            TimestampMicrosecondArray::from(vec![1_000, 2_000, 2_000, 3_000]).with_timezone("UTC"),
+        ),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns).unwrap()
+}
+
+fn spec(value: ValueEncoding) -> EncodeSpec {
+    EncodeSpec {
+        rows: vec![0, 1, 2, 3],
+        key: Some(FieldValue::Column("id".into())),
+        value,
+        delete_as_tombstone: true,
+        topic: None,
+        headers: Vec::new(),
+    }
+}
+
+fn format(value: ValueFormat, envelope: Envelope) -> Format {
+    Format {
+        value,
+        envelope,
+        pipeline: "gold".into(),
+        table: "deals".into(),
+        ..Format::default()
+    }
+}
+
+fn run(spec: &EncodeSpec, format: &Format) -> (Vec<Record>, Encoded) {
+    let mut records = Vec::new();
+    let encoded = encode(&batch(), spec, format, &mut records).unwrap();
+    (records, encoded)
+}
+
+#[test]
+fn plain_json_is_what_the_helpers_always_wrote() {
+    let spec = spec(ValueEncoding::JsonRow);
+    let (records, encoded) = run(&spec, &Format::default());
+    let mut expected = Vec::new();
+    sluice_model::helpers::encode(&batch(), &spec, &mut expected).unwrap();
+    assert_eq!(records, expected);
+    assert_eq!(encoded.value, None);
+}
+
+#[test]
+fn whole_rows_in_avro_follow_the_binary_encoding() {
+    let (records, encoded) = run(
+        &spec(ValueEncoding::JsonRow),
+        &format(ValueFormat::Avro, Envelope::None),
+    );
+    let schema: serde_json::Value =
+        serde_json::from_str(&encoded.value.as_ref().unwrap().text).unwrap();
+    assert_eq!(schema["name"], "Value");
+    assert_eq!(schema["namespace"], "sluice");
+    assert_eq!(
+        schema["fields"][0],
+        serde_json::json!({"name": "id", "type": "string"})
+    );
+    assert_eq!(
+        schema["fields"][2]["type"][1],
+        serde_json::json!({"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2})
+    );
+    assert_eq!(
+        schema["fields"][3]["type"][1]["items"],
+        serde_json::json!(["null", "string"])
+    );
+    assert_eq!(schema["fields"][4]["type"][1]["name"], "doc");
+    // Row 0: "a", 1, 12.50, ["a", "b"], {stage: "won"}.
+    let row0 = records[0].value.as_ref().unwrap();
+    assert_eq!(
+        &row0[..FRAME_LEN],
+        &[0; FRAME_LEN],
+        "a placeholder for the id"
+    );
+    assert_eq!(
+        &row0[FRAME_LEN..],
+        &[
+            2, b'a', // id
+            2, 2, // amount: union branch 1, zig-zag 1
+            2, 4, 0x04, 0xe2, // price: branch 1, 2 bytes, 1250 big-endian
+            2, 4, 2, 2, b'a', 2, 2, b'b', 0, // tags: branch 1, block of 2, end
+            2, 2, 6, b'w', b'o', b'n', // doc: branch 1, stage: branch 1, "won"
+        ][..]
+    );
+    // Row 1: amount -1 and price -0.05 are negative; row 2 has nulls.
+    let row1 = &records[1].value.as_ref().unwrap()[FRAME_LEN..];
+    assert_eq!(
+        &row1[2..8],
+        &[2, 1, 2, 2, 0xfb, 2],
+        "zig-zag -1, one byte of -5, tags branch"
+    );
+    let row2 = &records[2].value.as_ref().unwrap()[FRAME_LEN..];
+    assert_eq!(&row2[2..5], &[0, 0, 0], "null amount, price and tags");
+    // The delete is a tombstone; its key stays text.
+    assert_eq!(records[3].value, None);
+    assert_eq!(records[3].key.as_deref(), Some(&b"c"[..]));
+}
+
+#[test]
+fn the_same_table_and_spec_give_the_same_schema_text() {
+    let avro = format(ValueFormat::Avro, Envelope::None);
+    let (_, first) = run(&spec(ValueEncoding::JsonRow), &avro);
+    let (_, second) = run(&spec(ValueEncoding::JsonRow), &avro);
+    assert_eq!(first.value, second.value);
+}
+
+#[test]
+fn avro_keys_are_framed_primitives() {
+    let mut avro = format(ValueFormat::Avro, Envelope::None);
+    avro.key = KeyFormat::Avro;
+    let (records, encoded) = run(&spec(ValueEncoding::JsonRow), &avro);
+    let key = encoded.key.unwrap();
+    assert_eq!(
+        (key.text.as_str(), key.name.as_str()),
+        ("\"string\"", "string")
+    );
+    assert_eq!(
+        records[0].key.as_deref(),
+        Some(&[0, 0, 0, 0, 0, 2, b'a'][..])
+    );
+}
+
+#[test]
+fn json_schema_values_are_the_json_after_a_frame() {
+    let fields = ValueEncoding::Json(vec![
+        ("id".into(), FieldValue::Column("id".into())),
+        ("stage".into(), FieldValue::Column("doc.stage".into())),
+    ]);
+    let (records, encoded) = run(
+        &spec(fields),
+        &format(ValueFormat::JsonSchema, Envelope::None),
+    );
+    assert_eq!(
+        &records[0].value.as_ref().unwrap()[FRAME_LEN..],
+        br#"{"id":"a","stage":"won"}"#
+    );
+    let schema: serde_json::Value = serde_json::from_str(&encoded.value.unwrap().text).unwrap();
+    assert_eq!(schema["required"], serde_json::json!(["id"]));
+    assert_eq!(schema["properties"]["stage"]["oneOf"][1]["type"], "string");
+}
+
+#[test]
+fn debezium_pairs_an_update_and_follows_a_delete_with_a_tombstone() {
+    let fields = ValueEncoding::Json(vec![
+        ("id".into(), FieldValue::Column("id".into())),
+        ("amount".into(), FieldValue::Column("amount".into())),
+    ]);
+    let (records, _) = run(
+        &spec(fields),
+        &format(ValueFormat::Json, Envelope::Debezium),
+    );
+    let events: Vec<serde_json::Value> = records
+        .iter()
+        .filter_map(|r| r.value.as_ref())
+        .map(|v| serde_json::from_slice(v).unwrap())
+        .collect();
+    let ops: Vec<&str> = events.iter().map(|e| e["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["c", "u", "d"]);
+    assert_eq!(events[0]["before"], serde_json::Value::Null);
+    assert_eq!(
+        events[0]["after"],
+        serde_json::json!({"id": "a", "amount": 1})
+    );
+    assert_eq!(
+        events[1]["before"],
+        serde_json::json!({"id": "b", "amount": -1})
+    );
+    assert_eq!(
+        events[1]["after"],
+        serde_json::json!({"id": "b", "amount": null})
+    );
+    assert_eq!(events[2]["before"]["id"], "c");
+    assert_eq!(events[2]["after"], serde_json::Value::Null);
+    assert_eq!(events[2]["source"]["commit_version"], 3);
+    assert_eq!(events[2]["source"]["ts_ms"], 3);
+    assert_eq!(events[2]["source"]["table"], "deals");
+    assert_eq!(records.len(), 4, "c, u, d and the delete's tombstone");
+    assert_eq!(
+        (records[3].key.as_deref(), &records[3].value),
+        (Some(&b"c"[..]), &None)
+    );
+    assert_eq!(
+        records[1].source_row, 2,
+        "the update is the post-image's record"
+    );
+}
+
+#[test]
+fn snapshot_rows_are_reads() {
+    let batch = batch();
+    let schema = batch
+        .schema()
+        .as_ref()
+        .clone()
+        .with_metadata([(SNAPSHOT_METADATA.to_string(), "true".to_string())].into());
+    let batch = batch.with_schema(Arc::new(schema)).unwrap();
+    let mut records = Vec::new();
+    let spec = EncodeSpec {
+        rows: vec![0],
+        ..spec(ValueEncoding::JsonRow)
+    };
+    encode(
+        &batch,
+        &spec,
+        &format(ValueFormat::Json, Envelope::Debezium),
+        &mut records,
+    )
+    .unwrap();
+    let event: serde_json::Value =
+        serde_json::from_slice(records[0].value.as_ref().unwrap()).unwrap();
+    assert_eq!(event["op"], "r");
+    assert_eq!(event["source"]["snapshot"], "true");
+}
+
+#[test]
+fn an_unsupported_type_is_named() {
+    let schema = Schema::new(vec![Field::new(
+        "t",
+        DataType::Time64(TimeUnit::Microsecond),
+        true,
+    )]);
+    let column: ArrayRef = Arc::new(arrow_array::Time64MicrosecondArray::from(vec![1]));
+    let batch = RecordBatch::try_new(Arc::new(schema), vec![column]).unwrap();
+    let spec = EncodeSpec {
+        rows: vec![0],
+        key: None,
+        ..spec(ValueEncoding::JsonRow)
+    };
+    let error = encode(
+        &batch,
+        &spec,
+        &format(ValueFormat::Avro, Envelope::None),
+        &mut Vec::new(),
+    );
+    assert_eq!(
+        error.unwrap_err().0,
+        "Column `t` has Arrow type Time64(µs), which the Avro encoding does not support."
+    );
+}
