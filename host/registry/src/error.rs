@@ -1,0 +1,64 @@
+//! Why a registry did not give a schema's id, with what to do about it.
+
+/// A registry failure, with the registry's address and the subject.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// No answer: connection refused, timeout, TLS failure.
+    #[error(
+        "The schema registry at {url} did not answer: {detail}. Check [sink.schema-registry] url, that the registry runs and this host can reach it (and its certificate authority, ca-location, for https)."
+    )]
+    Unreachable {
+        /// The registry's address.
+        url: String,
+        /// What the HTTP client said.
+        detail: String,
+    },
+    /// The credentials were refused.
+    #[error(
+        "The schema registry at {url} refused the credentials (HTTP {status}: {message}). Check [sink.schema-registry] username and password (an API key and secret on Confluent Cloud) or token."
+    )]
+    Unauthorized {
+        /// The registry's address.
+        url: String,
+        /// 401 or 403.
+        status: u16,
+        /// The registry's message.
+        message: String,
+    },
+    /// The registry refused a new version of a subject's schema as incompatible.
+    #[error(
+        "The schema registry at {url} refused a new schema for subject `{subject}` as incompatible with its compatibility level {level}: {message}. Nothing after the change was produced. Either make the change compatible (for BACKWARD, a new field needs a default: a nullable column gets one), or set the subject's compatibility to one that allows it (PUT {url}/config/{subject} {{\"compatibility\": \"NONE\"}}), or write to a new topic; then start the pipeline again: it resumes at the first row of the change."
+    )]
+    Incompatible {
+        /// The registry's address.
+        url: String,
+        /// The subject.
+        subject: String,
+        /// The compatibility level that applied (`BACKWARD`...), or `unknown`.
+        level: String,
+        /// The registry's explanation.
+        message: String,
+    },
+    /// Any other refusal.
+    #[error(
+        "The schema registry at {url} refused to register a schema under subject `{subject}` (HTTP {status}: {message})."
+    )]
+    Refused {
+        /// The registry's address.
+        url: String,
+        /// The subject.
+        subject: String,
+        /// The HTTP status.
+        status: u16,
+        /// The registry's message.
+        message: String,
+    },
+}
+
+impl RegistryError {
+    /// Whether trying again later may succeed (the registry was away), as opposed to a
+    /// refusal that stands until someone changes something.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, RegistryError::Unreachable { .. })
+    }
+}

@@ -1,0 +1,32 @@
+//! Schema ids from a registry speaking Confluent's Schema Registry API.
+//!
+//! The pipeline needs three things of a registry: the id of a schema under a subject
+//! (registering it when it is new, which is where the registry's compatibility rules
+//! refuse a change), the compatibility level that applies to a subject (to say why a
+//! change was refused), and whether it answers at all (`sluice check`). They sit
+//! behind [`SchemaRegistry`]: [`HttpRegistry`] talks to a real one, [`MemoryRegistry`]
+//! keeps schemas in memory for unit tests.
+
+mod error;
+mod http;
+mod memory;
+
+use sluice_encoding::WriterSchema;
+
+pub use error::RegistryError;
+pub use http::{HttpRegistry, RegistryAuth, RegistrySettings};
+pub use memory::MemoryRegistry;
+
+/// A schema registry.
+pub trait SchemaRegistry: Send + Sync {
+    /// The id of `schema` under `subject`, registering it as the subject's next version
+    /// when it is new there.
+    fn register(&self, subject: &str, schema: &WriterSchema) -> Result<u32, RegistryError>;
+
+    /// The compatibility level that applies to `subject`: its own, or the registry's
+    /// default.
+    fn compatibility(&self, subject: &str) -> Result<String, RegistryError>;
+
+    /// Where the registry is, for messages.
+    fn location(&self) -> String;
+}
