@@ -87,7 +87,7 @@ fn main() -> anyhow::Result<()> {
     }
     for (path, module, params) in &paths {
         let module = engine.load(module)?;
-        let mut instance = module.instantiate(params)?;
+        let mut instance = module.instantiate(params, Arc::default())?;
         let timing = measure(iterations, || {
             instance.transform(&batch).expect("transform").records.len()
         });
@@ -110,7 +110,7 @@ fn main() -> anyhow::Result<()> {
                 continue;
             }
         };
-        let mut instance = module.instantiate(&[])?;
+        let mut instance = module.instantiate(&[], Arc::default())?;
         if let Err(e) = instance.transform(&batch) {
             println!("({path} failed on a {rows}-row batch: {e})");
             continue;

@@ -29,7 +29,7 @@ use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 use sha2::{Digest as _, Sha256};
-use sluice_engine::{BatchOutput, EngineError, RejectedRow, TransformError};
+use sluice_engine::{BatchOutput, EngineError, Format, RejectedRow, TransformError};
 use sluice_pipeline::{Instance, Module, PipelineConfig, RunControls, RunMode, StartFrom};
 use sluice_source::arrow::array::RecordBatch;
 use sluice_source::{ChangeFeed, Position, SourceOptions};
@@ -150,7 +150,11 @@ impl Module for NativeGoldDeals {
         "native"
     }
 
-    fn instantiate(&self, params: &[(String, String)]) -> Result<Box<dyn Instance>, EngineError> {
+    fn instantiate(
+        &self,
+        params: &[(String, String)],
+        _: Arc<Format>,
+    ) -> Result<Box<dyn Instance>, EngineError> {
         let params = Params::from_pairs(params.iter().cloned());
         let transform =
             gold_deals::GoldDeals::init(&params).map_err(|message| EngineError::Init {
@@ -172,6 +176,7 @@ impl Instance for NativeGoldDealsInstance {
             })?;
         Ok(BatchOutput {
             records: out.records(),
+            framed: Vec::new(),
             rejected: out
                 .rejected()
                 .iter()

@@ -6,6 +6,7 @@ use std::ops::ControlFlow;
 
 use delta_kernel::arrow::ipc::writer::StreamWriter;
 use delta_kernel::arrow::record_batch::RecordBatch;
+use sluice_encoding::Framed;
 use sluice_model::helpers::{self as model, HelperError, RecordSink};
 use sluice_model::{ChangeType, PackedRecords, Record};
 use wasmtime::component::Resource;
@@ -32,6 +33,8 @@ pub struct BatchState {
     /// The first contract violation in the module's output, reported after the call.
     pub(crate) bad_output: Option<String>,
     output: OutputBudget,
+    /// Records of helper calls whose keys or values wait for a schema id.
+    pub(crate) framed: Vec<Framed>,
 }
 
 impl BatchState {
@@ -43,6 +46,7 @@ impl BatchState {
             rejected_rows: Vec::new(),
             bad_output: None,
             output: OutputBudget::new(max_output_bytes),
+            framed: Vec::new(),
         }
     }
 
@@ -385,6 +389,7 @@ impl host::HostBatch for HostState {
     ) -> wasmtime::Result<Result<u32, String>> {
         let deadline = self.deadline;
         deadline.check(EMIT_ENCODED)?;
+        let format = self.format.clone();
         let state = batch(self, &handle)?;
         state.check_rows(EMIT_ENCODED, spec.rows.len())?;
         if let wit::ValueEncoding::Json(fields) = &spec.value {
@@ -418,11 +423,23 @@ impl host::HostBatch for HostState {
             deadline,
             stopped: None,
         };
-        let encoded = model::encode(&state.batch, &encode_spec(spec), &mut sink);
+        let first = sink.records.len();
+        let encoded = sluice_encoding::encode(&state.batch, &encode_spec(spec), &format, &mut sink);
         if let Some(limit) = sink.stopped {
             return Err(limit.into());
         }
-        Ok(encoded.map_err(helper_message))
+        let encoded = match encoded {
+            Ok(encoded) => encoded,
+            Err(e) => return Ok(Err(helper_message(e))),
+        };
+        if encoded.key.is_some() || encoded.value.is_some() {
+            state.framed.push(Framed {
+                records: first..state.records.len(),
+                key: encoded.key,
+                value: encoded.value,
+            });
+        }
+        Ok(Ok(encoded.rows))
     }
 
     fn emit_packed(

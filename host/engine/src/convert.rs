@@ -49,7 +49,9 @@ pub fn normalize(batch: &RecordBatch) -> Result<RecordBatch, String> {
             }
         }
     }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
+    // The metadata says whether the batch is part of a snapshot (Debezium's `r` events).
+    let schema = Schema::new(fields).with_metadata(schema.metadata().clone());
+    RecordBatch::try_new(Arc::new(schema), columns).map_err(|e| e.to_string())
 }
 
 /// The batch's data columns (structs flattened, change columns left out).

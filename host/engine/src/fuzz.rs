@@ -275,7 +275,7 @@ fn fuzz_host_calls() {
     };
     let mut traps = 0u64;
     fuzz("host-calls", |g| {
-        let mut state = HostState::new(&limits, "fuzzed", None);
+        let mut state = HostState::new(&limits, "fuzzed", None, std::sync::Arc::default());
         let handle = state
             .table
             .push(BatchState::new(batch.clone(), OUTPUT_CAP))

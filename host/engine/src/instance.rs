@@ -1,6 +1,9 @@
 //! One running transform instance and the per-batch call.
 
+use std::sync::Arc;
+
 use delta_kernel::arrow::record_batch::RecordBatch;
+use sluice_encoding::{Format, Framed};
 use sluice_model::Record;
 use wasmtime::Store;
 use wasmtime::component::{Resource, ResourceTable, ResourceTableError};
@@ -30,6 +33,8 @@ pub(crate) struct HostState {
     pub(crate) deadline: CallDeadline,
     pub(crate) table: ResourceTable,
     pub(crate) log: ModuleLog,
+    /// How the helpers write records (`emit-encoded`).
+    pub(crate) format: Arc<Format>,
     wasi: WasiCtx,
     stderr: StderrTail,
     clock: SinceStart,
@@ -39,7 +44,12 @@ pub(crate) struct HostState {
 
 impl HostState {
     /// The state of a new instance of `module` under `config`.
-    pub(crate) fn new(config: &InstanceLimits, module: &str, log_tap: Option<LogTap>) -> HostState {
+    pub(crate) fn new(
+        config: &InstanceLimits,
+        module: &str,
+        log_tap: Option<LogTap>,
+        format: Arc<Format>,
+    ) -> HostState {
         let (wasi, stderr, clock) = crate::wasi::sealed();
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HANDLES);
@@ -49,6 +59,7 @@ impl HostState {
             deadline,
             table,
             log: ModuleLog::new(module, config.log_messages_per_second, log_tap),
+            format,
             wasi,
             stderr,
             clock,
@@ -95,6 +106,9 @@ pub struct RejectedRow {
 pub struct BatchOutput {
     /// The records, in the order the module emitted them.
     pub records: Vec<OutputRecord>,
+    /// Records whose keys or values the helpers framed for a schema registry: each
+    /// waits for its schema's id ([`sluice_encoding::write_id`]) before it is produced.
+    pub framed: Vec<Framed>,
     /// The rows it rejected, in the order it rejected them.
     pub rejected: Vec<RejectedRow>,
 }
@@ -120,8 +134,9 @@ impl TransformInstance {
         pre: &ModulePre,
         module: &str,
         params: &[(String, String)],
+        format: Arc<Format>,
     ) -> Result<TransformInstance, EngineError> {
-        let mut store = Store::new(engine, HostState::new(config, module, log_tap));
+        let mut store = Store::new(engine, HostState::new(config, module, log_tap, format));
         store.limiter(|state| &mut state.limiter);
         store.set_max_component_handles(MAX_HANDLES);
         // What one host call may copy out of the module (host-side sizes): no more than
@@ -200,6 +215,7 @@ impl TransformInstance {
                 result.map_err(|e| self.reported(e))?;
                 BatchOutput {
                     records: state.records,
+                    framed: state.framed,
                     rejected: state
                         .rejected
                         .into_iter()
@@ -232,6 +248,7 @@ impl TransformInstance {
                     .map_err(|e| self.trap(&wasmtime::Error::new(e)))?;
                 BatchOutput {
                     records,
+                    framed: Vec::new(),
                     rejected: Vec::new(),
                 }
             }

@@ -27,6 +27,7 @@ pub use log::LogLevel;
 pub use module::{
     Contract, EngineConfig, InstanceLimits, LogTap, TransformEngine, TransformModule,
 };
+pub use sluice_encoding::{Format, Framed};
 
 /// The contract versions this host can run, newest first.
 pub const SUPPORTED_CONTRACTS: &[&str] = &[contract::V1_EXPORT, contract::V0_1_EXPORT];

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::Digest as _;
+use sluice_encoding::Format;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -458,10 +459,12 @@ impl TransformModule {
         self
     }
 
-    /// Starts a fresh instance and calls its `init` with `params`.
+    /// Starts a fresh instance and calls its `init` with `params`; its helpers write
+    /// records in `format`.
     pub fn instantiate(
         &self,
         params: &[(String, String)],
+        format: Arc<Format>,
     ) -> Result<TransformInstance, EngineError> {
         TransformInstance::start(
             &self.engine,
@@ -470,6 +473,7 @@ impl TransformModule {
             &self.pre,
             &self.name,
             params,
+            format,
         )
     }
 }

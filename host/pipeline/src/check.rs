@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use sluice_encoding::SubjectStrategy;
+use sluice_registry::{HttpRegistry, RegistrySettings, SchemaRegistry};
 use sluice_source::{ChangeFeed, SourceOptions};
 
 use crate::config::PipelineConfig;
@@ -14,7 +16,7 @@ use crate::start::configured_start;
 /// What one part of a pipeline was found to be.
 #[derive(Debug)]
 pub struct Finding {
-    /// `config`, `table`, `module` or `kafka`.
+    /// `config`, `table`, `module`, `registry` or `kafka`.
     pub part: &'static str,
     /// What was checked and found, or the problem and what to do, in a sentence.
     pub message: String,
@@ -58,7 +60,10 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
     findings.push(
         match tokio::task::spawn_blocking(move || {
             let module = load_module(&stage_config)?;
-            module.instantiate(&stage_config.transform_params())?;
+            module.instantiate(
+                &stage_config.transform_params(),
+                Arc::new(stage_config.format()),
+            )?;
             Ok::<_, sluice_engine::EngineError>(module)
         })
         .await
@@ -75,6 +80,18 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
             Err(e) => Finding::problem("module", format!("The module check crashed: {e}")),
         },
     );
+    if let Some(settings) = config.registry_settings() {
+        let config = config.clone();
+        findings.push(
+            match tokio::task::spawn_blocking(move || check_registry(&config, &settings)).await {
+                Ok(finding) => finding,
+                Err(e) => Finding::problem(
+                    "registry",
+                    format!("The schema registry check crashed: {e}"),
+                ),
+            },
+        );
+    }
     let mut topics = vec![config.sink.topic.clone()];
     topics.extend(config.transform.dead_letter_topic.clone());
     let sink = sink_config(&config);
@@ -98,6 +115,30 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
     }
     findings.extend(problems.into_iter().map(|e| Finding::problem("kafka", e)));
     findings
+}
+
+/// The registry answers and says which compatibility level the value subject has.
+fn check_registry(config: &PipelineConfig, settings: &RegistrySettings) -> Finding {
+    let registry = match HttpRegistry::new(settings) {
+        Ok(registry) => registry,
+        Err(e) => return Finding::problem("registry", e),
+    };
+    let format = config.format();
+    let subject = match config.sink.encoding.subject_name_strategy {
+        SubjectStrategy::Topic => format!("{}-value", config.sink.topic),
+        SubjectStrategy::Record => format.full_name(),
+        SubjectStrategy::TopicRecord => format!("{}-{}", config.sink.topic, format.full_name()),
+    };
+    match registry.compatibility(&subject) {
+        Ok(level) => Finding::ok(
+            "registry",
+            format!(
+                "The schema registry at {} answers; subject `{subject}` has compatibility {level}. Schemas are derived from the table when the first records are made.",
+                settings.url
+            ),
+        ),
+        Err(e) => Finding::problem("registry", e),
+    }
 }
 
 async fn check_table(config: &PipelineConfig) -> Finding {

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use sluice_encoding::{Envelope, Format, KeyFormat, SubjectStrategy, ValueFormat};
+use sluice_registry::{RegistryAuth, RegistrySettings};
 
 /// A pipeline: one table's change feed, one transform, one Kafka topic.
 #[derive(Clone, Debug, Deserialize)]
@@ -180,6 +182,80 @@ pub struct SinkSection {
     /// `security.protocol`, `sasl.mechanism`, `sasl.username`, ...).
     #[serde(default)]
     pub kafka: BTreeMap<String, ScalarValue>,
+    /// How the host helpers write records (`emit-encoded`): JSON by default.
+    #[serde(default)]
+    pub encoding: EncodingSection,
+    /// The schema registry framed formats register their schemas with.
+    #[serde(default)]
+    pub schema_registry: Option<SchemaRegistrySection>,
+}
+
+/// `[sink.encoding]`: the format of the records the host helpers make. Records a module
+/// makes byte by byte (`emit`, `emit-packed`) are produced as they are.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncodingSection {
+    /// `json` (default), `avro` or `json-schema`; the last two in Confluent's wire
+    /// format with a schema derived from the table and registered in the schema registry.
+    #[serde(default)]
+    pub value: ValueFormat,
+    /// `string` (default: the key's value as text) or `avro` (a framed Avro primitive).
+    #[serde(default)]
+    pub key: KeyFormat,
+    /// `none` (default) or `debezium`: each value is a Debezium change event.
+    #[serde(default)]
+    pub envelope: Envelope,
+    /// With the Debezium envelope, follow each delete event with a tombstone (default
+    /// true, as Debezium's `tombstones.on.delete`).
+    #[serde(default = "default_true")]
+    pub tombstones_after_delete: bool,
+    /// `topic` (default: `<topic>-value`), `record` (the record's full name) or
+    /// `topic-record` (`<topic>-<full name>`), as Confluent's subject name strategies.
+    #[serde(default)]
+    pub subject_name_strategy: SubjectStrategy,
+    /// Name of the value's Avro record and JSON Schema title (default `Value`; the
+    /// Debezium envelope's record is `Envelope`).
+    #[serde(default)]
+    pub record_name: Option<String>,
+    /// Namespace of the Avro records (default `sluice`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// `[sink.schema_registry]`: a registry speaking Confluent's Schema Registry API.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaRegistrySection {
+    /// Base address of the API (`https://psrc-xxxxx.region.aws.confluent.cloud`;
+    /// Apicurio: `http://host:8080/apis/ccompat/v7`).
+    pub url: String,
+    /// Basic-auth user (Confluent Cloud: the API key); `${env:}` and `${file:}` work.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Basic-auth password (Confluent Cloud: the API secret).
+    #[serde(default)]
+    pub password: Option<String>,
+    /// A bearer token instead of basic auth.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// PEM file of the certificate authorities trusted for https (default: the
+    /// well-known ones).
+    #[serde(default)]
+    pub ca_location: Option<PathBuf>,
+    /// Longest one registry request may take (default `10s`).
+    #[serde(default = "default_registry_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+    /// The certificates `ca_location` holds, read when the config is.
+    #[serde(skip)]
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_registry_timeout() -> Duration {
+    Duration::from_secs(10)
 }
 
 /// How records reach Kafka.
@@ -289,6 +365,14 @@ fn default_log_messages_per_second() -> u32 {
 }
 fn default_connect_timeout() -> Duration {
     Duration::from_secs(30)
+}
+
+fn value_format_name(format: ValueFormat) -> &'static str {
+    match format {
+        ValueFormat::Json => "json",
+        ValueFormat::Avro => "avro",
+        ValueFormat::JsonSchema => "json-schema",
+    }
 }
 
 /// Resolves a `${env:NAME}` or `${file:PATH}` reference (a file relative to `base`,
@@ -461,7 +545,105 @@ impl PipelineConfig {
         if !config.source.table.contains("://") {
             config.source.table = base.join(&config.source.table).display().to_string();
         }
+        config.check_encoding(base)?;
         Ok(config)
+    }
+
+    /// Checks `[sink.encoding]` against `[sink.schema_registry]` and resolves the
+    /// registry's secret references and paths.
+    fn check_encoding(&mut self, base: &Path) -> Result<(), String> {
+        let encoding = &self.sink.encoding;
+        let framed = encoding.value != ValueFormat::Json || encoding.key == KeyFormat::Avro;
+        match self.sink.schema_registry.as_mut() {
+            None if framed => Err(format!(
+                "[sink.encoding] {} needs a schema registry: add [sink.schema_registry] with its url",
+                if encoding.value != ValueFormat::Json {
+                    format!("value = \"{}\"", value_format_name(encoding.value))
+                } else {
+                    "key = \"avro\"".to_string()
+                }
+            )),
+            None => Ok(()),
+            Some(registry) => {
+                for (name, value) in [
+                    ("url", Some(&mut registry.url)),
+                    ("username", registry.username.as_mut()),
+                    ("password", registry.password.as_mut()),
+                    ("token", registry.token.as_mut()),
+                ] {
+                    if let Some(value) = value {
+                        *value = resolve_reference(value, base)
+                            .map_err(|e| format!("[sink.schema_registry] `{name}` {e}"))?;
+                    }
+                }
+                if !registry.url.starts_with("http://") && !registry.url.starts_with("https://") {
+                    return Err(format!(
+                        "[sink.schema_registry] url `{}` must start with http:// or https://",
+                        registry.url
+                    ));
+                }
+                match (&registry.username, &registry.password, &registry.token) {
+                    (Some(_), None, _) | (None, Some(_), _) => Err(
+                        "[sink.schema_registry] username and password go together (Confluent Cloud: API key and secret)".to_string(),
+                    ),
+                    (Some(_), Some(_), Some(_)) => Err(
+                        "[sink.schema_registry] has both username/password and token; choose one".to_string(),
+                    ),
+                    _ => {
+                        if let Some(path) = &registry.ca_location {
+                            let path = base.join(path);
+                            registry.ca_pem = Some(std::fs::read(&path).map_err(|e| {
+                                format!(
+                                    "[sink.schema_registry] ca_location {} cannot be read: {e}",
+                                    path.display()
+                                )
+                            })?);
+                            registry.ca_location = Some(path);
+                        }
+                        // The certificates are read now, so a bad file is a config error.
+                        let settings = self.registry_settings().expect("a registry is configured");
+                        sluice_registry::HttpRegistry::new(&settings)
+                            .map(drop)
+                            .map_err(|e| format!("[sink.schema_registry] {e}"))
+                    }
+                }
+            }
+        }
+    }
+
+    /// How the host helpers write this pipeline's records.
+    pub fn format(&self) -> Format {
+        let encoding = &self.sink.encoding;
+        let defaults = Format::default();
+        Format {
+            value: encoding.value,
+            key: encoding.key,
+            envelope: encoding.envelope,
+            tombstones_after_delete: encoding.tombstones_after_delete,
+            record_name: encoding.record_name.clone().unwrap_or(defaults.record_name),
+            namespace: encoding.namespace.clone().unwrap_or(defaults.namespace),
+            pipeline: self.pipeline.name.clone(),
+            table: self.source.table.clone(),
+        }
+    }
+
+    /// How to reach the schema registry, when there is one.
+    pub fn registry_settings(&self) -> Option<RegistrySettings> {
+        let registry = self.sink.schema_registry.as_ref()?;
+        let auth = match (&registry.username, &registry.password, &registry.token) {
+            (Some(username), Some(password), _) => RegistryAuth::Basic {
+                username: username.clone(),
+                password: password.clone(),
+            },
+            (_, _, Some(token)) => RegistryAuth::Bearer(token.clone()),
+            _ => RegistryAuth::None,
+        };
+        Some(RegistrySettings {
+            url: registry.url.clone(),
+            auth,
+            ca_pem: registry.ca_pem.clone(),
+            timeout: registry.timeout,
+        })
     }
 
     /// The Kafka properties as strings.

@@ -35,6 +35,18 @@ pub enum PipelineError {
         /// The module's error.
         source: TransformError,
     },
+    /// The schema registry did not give a schema's id.
+    #[error("Pipeline {pipeline} stopped at table {table} version {version}: {source}")]
+    Registry {
+        /// The pipeline's name.
+        pipeline: String,
+        /// The table.
+        table: String,
+        /// The Delta version of the batch whose records waited for the id.
+        version: u64,
+        /// The registry's error.
+        source: Box<sluice_registry::RegistryError>,
+    },
     /// Kafka refused or lost records.
     #[error(transparent)]
     Sink(#[from] SinkError),
@@ -71,5 +83,15 @@ impl PipelineError {
     /// cluster, the pipeline moved to another node.
     pub fn is_fenced(&self) -> bool {
         matches!(self, PipelineError::Sink(SinkError::Fenced { .. }))
+    }
+
+    /// Whether redoing the work from the last committed position may succeed: Kafka or
+    /// the schema registry was away for a moment.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            PipelineError::Sink(e) => e.is_retriable(),
+            PipelineError::Registry { source, .. } => source.is_transient(),
+            _ => false,
+        }
     }
 }

@@ -21,6 +21,7 @@ mod queue;
 mod range;
 mod records;
 mod run;
+mod schema_ids;
 mod stage;
 mod start;
 mod work;

@@ -277,6 +277,7 @@ mod tests {
         let metrics = PipelineMetrics::default();
         let ok = Ok(StageOutput {
             records: Vec::new(),
+            framed: Vec::new(),
             failed: Vec::new(),
         });
         metrics.record_batch(Duration::from_micros(500), &ok);

@@ -3,7 +3,11 @@
 //! into the host for the loop's unit tests and the benchmark's `native` baseline, so
 //! both go through the same pipeline as a component does.
 
-use sluice_engine::{BatchOutput, EngineError, TransformError, TransformInstance, TransformModule};
+use std::sync::Arc;
+
+use sluice_engine::{
+    BatchOutput, EngineError, Format, TransformError, TransformInstance, TransformModule,
+};
 use sluice_source::arrow::array::RecordBatch;
 
 /// A loaded transform: a name, a digest recorded with every committed position, and
@@ -15,8 +19,13 @@ pub trait Module: Send + Sync {
     fn digest(&self) -> &str;
     /// The contract it implements, for the start-up log.
     fn contract(&self) -> &str;
-    /// Starts an instance and initialises it with `params`.
-    fn instantiate(&self, params: &[(String, String)]) -> Result<Box<dyn Instance>, EngineError>;
+    /// Starts an instance and initialises it with `params`; the host helpers write its
+    /// records in `format`.
+    fn instantiate(
+        &self,
+        params: &[(String, String)],
+        format: Arc<Format>,
+    ) -> Result<Box<dyn Instance>, EngineError>;
 }
 
 /// A running instance of a module.
@@ -43,8 +52,14 @@ impl Module for TransformModule {
         TransformModule::contract(self).version()
     }
 
-    fn instantiate(&self, params: &[(String, String)]) -> Result<Box<dyn Instance>, EngineError> {
-        Ok(Box::new(TransformModule::instantiate(self, params)?))
+    fn instantiate(
+        &self,
+        params: &[(String, String)],
+        format: Arc<Format>,
+    ) -> Result<Box<dyn Instance>, EngineError> {
+        Ok(Box::new(TransformModule::instantiate(
+            self, params, format,
+        )?))
     }
 }
 

@@ -3,9 +3,10 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
-use sluice_engine::{EngineConfig, OutputRecord, TransformEngine};
+use sluice_engine::{EngineConfig, Format, OutputRecord, TransformEngine};
 use sluice_model::{Value, write_json_value};
 use sluice_source::{ChangeFeed, Position, SourceOptions};
 
@@ -66,7 +67,7 @@ pub fn preview(
         ..EngineConfig::default()
     })?;
     let module = engine.load(&options.module)?;
-    let mut instance = module.instantiate(&options.params)?;
+    let mut instance = module.instantiate(&options.params, Arc::new(Format::default()))?;
     let mut summary = PreviewSummary::default();
     for batch in feed.read(Position::at_version(options.from), to)? {
         let batch = batch?;

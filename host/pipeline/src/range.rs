@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sluice_encoding::SNAPSHOT_METADATA;
 use sluice_sink::SinkRecord;
 use sluice_source::{ChangeBatch, ChangeFeed, Position, SourceError};
 use tokio::task::JoinHandle;
@@ -110,7 +111,10 @@ async fn read(
 ) {
     let opened = blocking_step(move || -> Result<Batches, SourceError> {
         Ok(if from.snapshot {
-            Box::new(feed.read_snapshot(from)?)
+            Box::new(
+                feed.read_snapshot(from)?
+                    .map(|batch| batch.map(marked_snapshot)),
+            )
         } else {
             Box::new(feed.read(from, latest)?)
         })
@@ -142,6 +146,20 @@ async fn read(
             return;
         }
     }
+}
+
+/// Marks a batch of an initial snapshot in its schema's metadata: the helpers write
+/// its rows as reads (Debezium's `r`) rather than inserts.
+fn marked_snapshot(mut batch: ChangeBatch) -> ChangeBatch {
+    let mut schema = batch.batch.schema().as_ref().clone();
+    schema
+        .metadata
+        .insert(SNAPSHOT_METADATA.to_string(), "true".to_string());
+    // Only metadata changes, which cannot fail; the batch is kept as it was if it did.
+    if let Ok(marked) = batch.batch.clone().with_schema(Arc::new(schema)) {
+        batch.batch = marked;
+    }
+    batch
 }
 
 /// A batch being transformed on one stage: the stage comes back with the batch's
@@ -221,8 +239,12 @@ fn prepare(
     builder: &RecordBuilder,
     batch: &ChangeBatch,
 ) -> (Prepared, usize) {
-    match stage.apply(&batch.batch) {
-        Ok(output) => {
+    let output = stage
+        .apply(&batch.batch)
+        .map(|mut output| builder.frame(batch, &mut output).map(|()| output));
+    match output {
+        Ok(Err(error)) => (Prepared::Failed(error), 0),
+        Ok(Ok(output)) => {
             let made_by = MadeBy {
                 name: stage.name(),
                 digest: stage.digest(),

@@ -12,18 +12,22 @@ use sluice_source::arrow::datatypes::{DataType, Int64Type, TimeUnit};
 
 use sluice_engine::TransformError;
 
+use std::sync::Arc;
+
 use crate::config::{ErrorPolicy, PipelineConfig};
 use crate::error::PipelineError;
+use crate::schema_ids::SchemaIds;
 use crate::stage::{FailedRow, StageOutput};
 
 /// How a pipeline turns a stage's output into records for Kafka.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct RecordBuilder {
     pipeline: String,
     table: String,
     dead_letter_topic: Option<String>,
     change_headers: bool,
     policy: ErrorPolicy,
+    schema_ids: Option<Arc<SchemaIds>>,
 }
 
 /// The records of one batch, ready for the sink.
@@ -43,15 +47,39 @@ pub(crate) struct MadeBy<'a> {
 }
 
 impl RecordBuilder {
-    /// The builder for `config`'s pipeline over `table` (the table as the feed names it).
-    pub(crate) fn new(config: &PipelineConfig, table: &str) -> RecordBuilder {
+    /// The builder for `config`'s pipeline over `table` (the table as the feed names it),
+    /// framing records with ids from `schema_ids`.
+    pub(crate) fn new(
+        config: &PipelineConfig,
+        table: &str,
+        schema_ids: Option<Arc<SchemaIds>>,
+    ) -> RecordBuilder {
         RecordBuilder {
             pipeline: config.pipeline.name.clone(),
             table: table.to_string(),
             dead_letter_topic: config.transform.dead_letter_topic.clone(),
             change_headers: config.sink.change_headers,
             policy: config.transform.on_error,
+            schema_ids,
         }
+    }
+
+    /// Writes the schema ids into the records of `output` the helpers framed.
+    pub(crate) fn frame(
+        &self,
+        batch: &ChangeBatch,
+        output: &mut StageOutput,
+    ) -> Result<(), PipelineError> {
+        let Some(ids) = &self.schema_ids else {
+            return Ok(());
+        };
+        ids.frame(&mut output.records, &output.framed)
+            .map_err(|source| PipelineError::Registry {
+                pipeline: self.pipeline.clone(),
+                table: self.table.clone(),
+                version: batch.end.version,
+                source: Box::new(source),
+            })
     }
 
     /// The error that stops the pipeline when its module fails on `row` of `batch`.

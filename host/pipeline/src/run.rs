@@ -17,6 +17,7 @@ use crate::module::{Instance, Module};
 use crate::progress::Progress;
 use crate::range::{Prepared, PreparedBatch, RangeJob};
 use crate::records::RecordBuilder;
+use crate::schema_ids::SchemaIds;
 use crate::stage::TransformStage;
 use crate::start::{Started, latest_version, start};
 
@@ -151,6 +152,14 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
     connect: C,
 ) -> Result<RunSummary, PipelineError> {
     let name = config.pipeline.name.as_str();
+    let schema_ids = SchemaIds::for_config(config)
+        .map_err(|source| PipelineError::Registry {
+            pipeline: name.to_string(),
+            table: config.source.table.clone(),
+            version: 0,
+            source: Box::new(source),
+        })?
+        .map(Arc::new);
     let Started {
         feed,
         stages,
@@ -171,7 +180,7 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
     let mut pipeline = Pipeline {
         name,
         digest: stages[0].digest().to_string(),
-        builder: Arc::new(RecordBuilder::new(config, feed.table())),
+        builder: Arc::new(RecordBuilder::new(config, feed.table(), schema_ids)),
         feed,
         stages: Some(stages),
         delivery: Some(delivery),
@@ -308,7 +317,7 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
                         retries = 0;
                         continue;
                     }
-                    Err(PipelineError::Sink(e)) if e.is_retriable() && retries < MAX_RETRIES => {
+                    Err(e) if e.is_retriable() && retries < MAX_RETRIES => {
                         retries = if self.summary.position == before {
                             retries + 1
                         } else {
@@ -317,7 +326,9 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
                         tracing::warn!(pipeline = name, error = %e, position = %self.summary.position, "Redoing the work from the last committed position.");
                         self.metrics.count_sink_retry();
                         tokio::time::sleep(RETRY_PAUSE).await;
-                        if e.needs_reconnect() {
+                        if let PipelineError::Sink(e) = &e
+                            && e.needs_reconnect()
+                        {
                             // The next use connects afresh.
                             self.delivery = None;
                         }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_engine::{
-    BatchOutput, EngineConfig, EngineError, InstanceLimits, OutputRecord, TransformEngine,
-    TransformError, TransformModule, TrapKind,
+    BatchOutput, EngineConfig, EngineError, Format, Framed, InstanceLimits, OutputRecord,
+    TransformEngine, TransformError, TransformModule, TrapKind,
 };
 use sluice_source::arrow::array::{BooleanArray, RecordBatch};
 use sluice_source::arrow::compute::filter_record_batch;
@@ -34,6 +34,8 @@ pub(crate) struct FailedRow {
 pub(crate) struct StageOutput {
     /// Good records, source rows relative to the batch.
     pub records: Vec<OutputRecord>,
+    /// Records whose keys or values wait for a schema id.
+    pub framed: Vec<Framed>,
     /// Rows the module failed on (empty under the `fail` policy, which stops instead).
     pub failed: Vec<FailedRow>,
 }
@@ -42,6 +44,7 @@ pub(crate) struct StageOutput {
 pub(crate) struct TransformStage {
     module: Arc<dyn Module>,
     params: Vec<(String, String)>,
+    format: Arc<Format>,
     instance: Option<Box<dyn Instance>>,
     pub(crate) policy: ErrorPolicy,
     pipeline: String,
@@ -81,7 +84,8 @@ impl TransformStage {
         metrics: Arc<PipelineMetrics>,
     ) -> Result<TransformStage, EngineError> {
         let params = config.transform_params();
-        let instance = module.instantiate(&params)?;
+        let format = Arc::new(config.format());
+        let instance = module.instantiate(&params, format.clone())?;
         tracing::info!(
             pipeline = config.pipeline.name,
             module = module.name(),
@@ -92,6 +96,7 @@ impl TransformStage {
         Ok(TransformStage {
             module,
             params,
+            format,
             instance: Some(instance),
             policy: config.transform.on_error,
             pipeline: config.pipeline.name.clone(),
@@ -185,6 +190,7 @@ impl TransformStage {
                     let message = error.to_string();
                     return Ok(StageOutput {
                         records: Vec::new(),
+                        framed: Vec::new(),
                         failed: (0..batch.num_rows() as u32)
                             .map(|row| FailedRow {
                                 row,
@@ -218,7 +224,11 @@ impl TransformStage {
                 });
             }
             failed.sort_by_key(|f| f.row);
-            return Ok(StageOutput { records, failed });
+            return Ok(StageOutput {
+                records,
+                framed: output.framed,
+                failed,
+            });
         }
     }
 
@@ -261,7 +271,7 @@ impl TransformStage {
 
     fn fresh_instance(&self) -> Result<Box<dyn Instance>, TransformError> {
         self.module
-            .instantiate(&self.params)
+            .instantiate(&self.params, self.format.clone())
             .map_err(|e| TransformError::Batch {
                 module: self.module.name().to_string(),
                 message: format!("a fresh instance could not start: {e}"),

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_engine::{BatchOutput, EngineError, OutputRecord, RejectedRow, TransformError};
+use sluice_engine::{BatchOutput, EngineError, Format, OutputRecord, RejectedRow, TransformError};
 use sluice_sink::SinkError;
 use sluice_source::arrow::array::RecordBatch;
 use sluice_source::{ChangeFeed, Position, SourceOptions};
@@ -111,7 +111,11 @@ impl Module for Rows {
     fn contract(&self) -> &str {
         "test"
     }
-    fn instantiate(&self, _: &[(String, String)]) -> Result<Box<dyn Instance>, EngineError> {
+    fn instantiate(
+        &self,
+        _: &[(String, String)],
+        _: Arc<Format>,
+    ) -> Result<Box<dyn Instance>, EngineError> {
         Ok(Box::new(RowsInstance {
             module: self.clone(),
             batches: 0,
@@ -151,6 +155,7 @@ impl Instance for RowsInstance {
                     ..OutputRecord::default()
                 })
                 .collect(),
+            framed: Vec::new(),
             rejected: (0..skip.min(batch.num_rows()))
                 .map(|row| RejectedRow {
                     row: row as u32,
@@ -456,7 +461,7 @@ async fn swap_once(instances: usize) {
     let (reply_in, reply) = oneshot::channel();
     let new_module = rows("b");
     let request = SwapRequest {
-        instance: new_module.instantiate(&[]).unwrap(),
+        instance: new_module.instantiate(&[], Arc::default()).unwrap(),
         module: Arc::new(new_module),
         reply: reply_in,
     };

@@ -80,7 +80,7 @@ impl Service {
             .map_err(|e| ServiceError::InvalidModule(e.to_string()))?
             .with_log_tap(entry.log.tap(digest));
         let instance = module
-            .instantiate(&config.transform_params())
+            .instantiate(&config.transform_params(), Arc::new(config.format()))
             .map_err(|e| ServiceError::InvalidModule(e.to_string()))?;
         Ok((module, instance))
     }
@@ -375,7 +375,7 @@ fn sample(
         Position::at_version(version)
     };
     let mut instance = module
-        .instantiate(&config.transform_params())
+        .instantiate(&config.transform_params(), Arc::new(config.format()))
         .map_err(|e| refuse(e.to_string()))?;
     let mut left = rows;
     let batches: Box<dyn Iterator<Item = _>> = if from.snapshot {
