@@ -23,6 +23,7 @@ against a golden file.
                                                 older versions need are deleted
     deals_table.py TABLE checkpoint             write a checkpoint of the latest version
     deals_table.py TABLE plain --rows N         a table without the change data feed
+    deals_table.py TABLE region                 ADD COLUMNS region (string), then deal 3 is in EMEA
 """
 
 import argparse
@@ -201,10 +202,18 @@ def plain(table: str, rows: int) -> None:
     write_deltalake(table, deals(range(rows)), mode="error")
 
 
+def region(table: str) -> None:
+    from deltalake.schema import Field
+
+    dt = DeltaTable(table)
+    dt.alter.add_columns([Field("region", "string", nullable=True)])
+    DeltaTable(table).update(predicate="documentId = 'deal-0003'", updates={"region": "'emea'"})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table")
-    parser.add_argument("step", choices=["create", "bulk", "churn", "append", "appends", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain"])
+    parser.add_argument("step", choices=["create", "bulk", "churn", "append", "appends", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain", "region"])
     parser.add_argument("--rows", type=int, default=20)
     parser.add_argument("--start", type=int, default=20)
     parser.add_argument("--title-bytes", type=int, default=2_000_000)
@@ -234,6 +243,8 @@ def main() -> None:
         checkpoint(args.table)
     elif args.step == "plain":
         plain(args.table, args.rows)
+    elif args.step == "region":
+        region(args.table)
     else:
         create(args.table, 20)
         append(args.table, 20, 10)

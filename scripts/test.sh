@@ -24,8 +24,14 @@ if ! "$root/scripts/kafka.sh" status >/dev/null 2>&1; then
   "$root/scripts/kafka.sh" start
   started_kafka=true
 fi
+started_registry=false
+if ! "$root/scripts/registry.sh" status >/dev/null 2>&1; then
+  "$root/scripts/registry.sh" start
+  started_registry=true
+fi
 stop_services() {
   if $started_kafka; then "$root/scripts/kafka.sh" stop; fi
+  if $started_registry; then "$root/scripts/registry.sh" stop; fi
   "$root/scripts/kafka.sh" cluster-stop
 }
 trap stop_services EXIT
@@ -41,6 +47,7 @@ export SLUICE_TEST_KAFKA_MTLS=127.0.0.1:${SLUICE_KAFKA_MTLS_PORT:-19097}
 export SLUICE_TEST_KAFKA_OAUTH=127.0.0.1:${SLUICE_KAFKA_OAUTH_PORT:-19098}
 export SLUICE_TEST_KAFKA_ELSEWHERE=127.0.0.1:${SLUICE_KAFKA_ELSEWHERE_PORT:-19099}
 export SLUICE_TEST_KAFKA_DIR=${SLUICE_KAFKA_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/kafka-run}
+export SLUICE_TEST_REGISTRY=$("$root/scripts/registry.sh" url)
 export SLUICE_TEST_OIDC=http://127.0.0.1:${SLUICE_OIDC_PORT:-19180}
 
 cargo build --locked -p sluice -p sluice-bench

@@ -87,6 +87,35 @@ pub fn oidc_url() -> String {
         .expect("SLUICE_TEST_OIDC is not set: run the suite with scripts/test.sh")
 }
 
+/// The Confluent API address of the schema registry `scripts/test.sh` started, from
+/// `SLUICE_TEST_REGISTRY`.
+pub fn registry_url() -> String {
+    std::env::var("SLUICE_TEST_REGISTRY").expect(
+        "SLUICE_TEST_REGISTRY is not set: run the suite with scripts/test.sh, which starts a schema registry (or start one with scripts/registry.sh start and export SLUICE_TEST_REGISTRY=$(scripts/registry.sh url))",
+    )
+}
+
+/// Every committed record of `topic` as `key<TAB>value` lines, decoded by Confluent's
+/// own deserializers against the test registry (`tests/support/registry_consumer.py`):
+/// `format` is `avro` or `json-schema`; `flags` as the script takes them.
+pub fn registry_decoded(topic: &str, format: &str, flags: &[&str]) -> Vec<String> {
+    let output = Command::new("python3")
+        .arg(repo_root().join("tests/support/registry_consumer.py"))
+        .args([&kafka_bootstrap(), topic, &registry_url(), format])
+        .args(flags)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        output.status.success(),
+        "decoding {topic} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// A topic name no other test uses.
 pub fn unique_topic(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()

@@ -4,11 +4,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use arrow_array::{Array, RecordBatch};
+use arrow_array::RecordBatch;
 use serde_json::Value as Json;
 use sluice_model::helpers::{
-    CHANGE_TYPE, EncodeSpec, HelperError, RecordSink, ValueEncoding, candidates, change_types,
-    text_bytes,
+    EncodeSpec, HelperError, RecordSink, ValueEncoding, candidates, change_types, text_bytes,
 };
 use sluice_model::{ChangeType, Column, JsonKey, JsonObject, Record, write_json_string};
 
@@ -298,7 +297,7 @@ fn primitive_or_record_name(schema: &Json) -> String {
 }
 
 /// For each selected post-image, the selected pre-image of the same update: the
-/// oldest unpaired one of the same commit version and key (in row order when there is
+/// first unpaired one of the same commit version and key (in row order when there is
 /// no key).
 fn pair_updates(
     rows: &[u32],
@@ -308,12 +307,6 @@ fn pair_updates(
 ) -> Result<HashMap<u32, u32>, HelperError> {
     let versions = Column::find(batch, sluice_model::helpers::COMMIT_VERSION)
         .map_err(|e| HelperError(e.to_string()))?;
-    // The change type column is known to exist (change types were read).
-    debug_assert!(
-        batch
-            .column_by_name(CHANGE_TYPE)
-            .is_some_and(|c| c.len() == batch.num_rows())
-    );
     let identity = |row: usize| {
         let mut text = Vec::new();
         if let Some(key) = key {
@@ -321,23 +314,25 @@ fn pair_updates(
         }
         (format!("{:?}", versions.value(row)), text)
     };
+    // Pre-images first: a change file may hold an update's post-image before its
+    // pre-image.
     let mut waiting: HashMap<(String, Vec<u8>), VecDeque<u32>> = HashMap::new();
-    let mut pairs = HashMap::new();
     for &row in rows {
-        match changes[row as usize] {
-            ChangeType::UpdatePreimage => waiting
+        if changes[row as usize] == ChangeType::UpdatePreimage {
+            waiting
                 .entry(identity(row as usize))
                 .or_default()
-                .push_back(row),
-            ChangeType::UpdatePostimage => {
-                if let Some(pre) = waiting
-                    .get_mut(&identity(row as usize))
-                    .and_then(VecDeque::pop_front)
-                {
-                    pairs.insert(row, pre);
-                }
-            }
-            _ => {}
+                .push_back(row);
+        }
+    }
+    let mut pairs = HashMap::new();
+    for &row in rows {
+        if changes[row as usize] == ChangeType::UpdatePostimage
+            && let Some(pre) = waiting
+                .get_mut(&identity(row as usize))
+                .and_then(VecDeque::pop_front)
+        {
+            pairs.insert(row, pre);
         }
     }
     Ok(pairs)

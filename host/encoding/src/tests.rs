@@ -303,3 +303,19 @@ fn an_unsupported_type_is_named() {
         "Column `t` has Arrow type Time64(µs), which the Avro encoding does not support."
     );
 }
+
+#[test]
+fn a_post_image_before_its_pre_image_still_pairs() {
+    let spec = EncodeSpec {
+        rows: vec![2, 1],
+        ..spec(ValueEncoding::JsonRow)
+    };
+    let (records, _) = run(&spec, &format(ValueFormat::Json, Envelope::Debezium));
+    assert_eq!(records.len(), 1, "one update event");
+    let event: serde_json::Value =
+        serde_json::from_slice(records[0].value.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        (event["op"].as_str(), event["before"]["amount"].as_i64()),
+        (Some("u"), Some(-1))
+    );
+}

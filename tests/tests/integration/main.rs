@@ -11,6 +11,7 @@ mod cluster;
 mod cluster_plumbing;
 mod contract;
 mod delivery;
+mod encodings;
 mod error_policy;
 mod errors;
 mod follow;

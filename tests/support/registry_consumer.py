@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Reads a topic as a consumer of a schema registry would, with Confluent's own client:
+every record's value (and key, with --avro-keys) is decoded by confluent-kafka's
+deserializers, which fetch the writer's schema from the registry by the id in the
+record. Prints one line per record, `key<TAB>value`, the value as compact JSON with
+null fields left out (as Spark's to_json writes them), `<tombstone>` for none, and
+timestamps as Spark renders them, so the lines compare with the JSON the same
+pipeline writes.
+
+    registry_consumer.py BOOTSTRAP TOPIC REGISTRY_URL avro|json-schema [--avro-keys] [--keep-nulls]
+"""
+
+import argparse
+import base64
+import datetime
+import decimal
+import json
+import sys
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+
+def plain(value, keep_nulls):
+    """The decoded value in JSON terms, as Spark's to_json renders it."""
+    if isinstance(value, dict):
+        return {k: plain(v, keep_nulls) for k, v in value.items() if keep_nulls or v is not None}
+    if isinstance(value, list):
+        return [plain(v, keep_nulls) for v in value]
+    if isinstance(value, tuple):
+        return [plain(v, keep_nulls) for v in value]
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}" + ("Z" if value.tzinfo else "")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    return value
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("bootstrap")
+    parser.add_argument("topic")
+    parser.add_argument("registry")
+    parser.add_argument("format", choices=["avro", "json-schema"])
+    parser.add_argument("--avro-keys", action="store_true")
+    parser.add_argument("--keep-nulls", action="store_true")
+    args = parser.parse_args()
+
+    registry = SchemaRegistryClient({"url": args.registry})
+    if args.format == "avro":
+        values = AvroDeserializer(registry)
+    else:
+        values = JSONDeserializer(None, schema_registry_client=registry)
+    keys = AvroDeserializer(registry) if args.avro_keys else None
+
+    consumer = Consumer({
+        "bootstrap.servers": args.bootstrap,
+        "group.id": f"registry-consumer-{args.topic}",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    })
+    consumer.assign([TopicPartition(args.topic, 0, 0)])
+    while True:
+        message = consumer.poll(30)
+        if message is None:
+            sys.exit(f"{args.topic} was not read to its end within 30 s")
+        if message.error():
+            if message.error().code() == KafkaError._PARTITION_EOF:
+                break
+            sys.exit(f"consuming {args.topic} failed: {message.error()}")
+        key = message.key()
+        if keys is not None and key is not None:
+            key = str(keys(key, SerializationContext(args.topic, MessageField.KEY)))
+        elif key is not None:
+            key = key.decode()
+        if message.value() is None:
+            value = "<tombstone>"
+        else:
+            decoded = values(message.value(), SerializationContext(args.topic, MessageField.VALUE))
+            value = json.dumps(plain(decoded, args.keep_nulls), separators=(",", ":"), ensure_ascii=False)
+        print(f"{key if key is not None else '<no key>'}\t{value}")
+    consumer.close()
+
+
+if __name__ == "__main__":
+    main()

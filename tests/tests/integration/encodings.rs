@@ -1,0 +1,261 @@
+//! Records in the formats schema-registry users read: the host helpers write Avro and
+//! JSON Schema values (and Avro keys) in Confluent's wire format, optionally as
+//! Debezium change events, registered in a real registry (Apicurio, started by
+//! `scripts/test.sh`); Confluent's own Python deserializers read them back.
+
+use std::path::Path;
+
+use serde_json::Value;
+use sluice_tests::{
+    Extra, PipelineFiles, by_key, consume_all, create_topic, deals_table, kafka_bootstrap,
+    registry_decoded, registry_url, repo_root, run_expecting_failure, run_to_latest,
+    transform_component, unique_topic,
+};
+
+/// gold-deals on the host helpers, in every SDK language.
+const GOLD_DEALS_HELPERS: [&str; 4] = [
+    "gold-deals-helpers",
+    "gold-deals-js",
+    "gold-deals-python",
+    "gold-deals-c",
+];
+
+/// `[sink]` lines that write values in `value` format (plus `more` lines of
+/// `[sink.encoding]`) with the test registry.
+fn encoding(value: &str, more: &str) -> String {
+    format!(
+        "[sink.encoding]\nvalue = \"{value}\"\n{more}\n[sink.schema_registry]\nurl = \"{}\"\n",
+        registry_url()
+    )
+}
+
+fn pipeline(table: &Path, module: &str, topic: &str, sink: &str, params: &str) -> PipelineFiles {
+    PipelineFiles::new(
+        table,
+        &transform_component(module),
+        topic,
+        &kafka_bootstrap(),
+        Extra {
+            sink,
+            params,
+            ..Extra::default()
+        },
+    )
+}
+
+/// The registry's answer to a GET of `path` (under the Confluent API).
+fn registry_get(path: &str) -> Value {
+    ureq::get(format!("{}{path}", registry_url()))
+        .call()
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+        .body_mut()
+        .read_to_string()
+        .map(|text| serde_json::from_str(&text).unwrap())
+        .unwrap()
+}
+
+fn versions(subject: &str) -> Vec<u64> {
+    let versions = registry_get(&format!("/subjects/{subject}/versions"));
+    serde_json::from_value(versions).unwrap()
+}
+
+#[test]
+fn avro_and_json_schema_decode_to_the_motivating_records_in_every_sdk() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let golden: Vec<String> =
+        std::fs::read_to_string(repo_root().join("tests/golden/gold-deals.txt"))
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+    for module in GOLD_DEALS_HELPERS {
+        for format in ["avro", "json-schema"] {
+            let topic = unique_topic(&format!("{module}-{format}"));
+            let files = pipeline(&table, module, &topic, &encoding(format, ""), "");
+            run_to_latest(&files.config);
+            let got = by_key(registry_decoded(&topic, format, &[]));
+            assert_eq!(got, golden, "{module} in {format}");
+            assert_eq!(
+                versions(&format!("{topic}-value")),
+                [1],
+                "{module} in {format}"
+            );
+        }
+    }
+}
+
+#[test]
+fn debezium_events_pair_updates_and_follow_deletes_with_tombstones() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let topic = unique_topic("debezium");
+    let sink = encoding(
+        "avro",
+        "key = \"avro\"\nenvelope = \"debezium\"\nnamespace = \"crm.deals\"",
+    );
+    let params = "change_types = \"insert,update_preimage,update_postimage,delete\"";
+    let files = pipeline(&table, "gold-deals-helpers", &topic, &sink, params);
+    run_to_latest(&files.config);
+    let lines = registry_decoded(&topic, "avro", &["--avro-keys", "--keep-nulls"]);
+    let events: Vec<(String, Option<Value>)> = lines
+        .iter()
+        .map(|line| {
+            let (key, value) = line.split_once('\t').unwrap();
+            let value = (value != "<tombstone>").then(|| serde_json::from_str(value).unwrap());
+            (key.to_string(), value)
+        })
+        .collect();
+    let ops: Vec<&str> = events
+        .iter()
+        .filter_map(|(_, v)| v.as_ref())
+        .map(|v| v["op"].as_str().unwrap())
+        .collect();
+    let count = |op| ops.iter().filter(|o| **o == op).count();
+    // 30 deals created, then deals 3 and 7 won, 5 and 10 deleted, a merge that changes
+    // deal 1 and creates deal 100.
+    assert_eq!((count("c"), count("u"), count("d")), (31, 3, 2), "{ops:?}");
+    for (key, event) in &events {
+        let Some(event) = event else { continue };
+        let fields: Vec<&str> = event
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        // Debezium's envelope (serde_json lists the fields sorted).
+        assert_eq!(
+            fields,
+            ["after", "before", "op", "source", "ts_ms"],
+            "{key}"
+        );
+        let source = &event["source"];
+        assert_eq!(source["connector"], "sluice");
+        assert_eq!(source["db"], "delta");
+        assert_eq!(source["snapshot"], "false");
+        assert!(
+            source["ts_ms"].as_i64().unwrap() > 1_600_000_000_000,
+            "{source}"
+        );
+        assert!(event["ts_ms"].as_i64().unwrap() >= source["ts_ms"].as_i64().unwrap());
+        match event["op"].as_str().unwrap() {
+            "c" => {
+                assert!(event["before"].is_null() && event["after"]["documentId"] == key.as_str())
+            }
+            "u" => {
+                assert_eq!(event["before"]["documentId"], key.as_str());
+                assert_eq!(event["after"]["documentId"], key.as_str());
+                assert_ne!(event["before"]["stage"], event["after"]["stage"], "{event}");
+            }
+            "d" => {
+                assert!(event["after"].is_null() && event["before"]["documentId"] == key.as_str())
+            }
+            op => panic!("unexpected op {op}"),
+        }
+    }
+    let won = events
+        .iter()
+        .find(|(key, e)| key == "deal-0003" && e.as_ref().is_some_and(|e| e["op"] == "u"))
+        .and_then(|(_, e)| e.clone())
+        .unwrap();
+    assert_eq!(won["after"]["stage"], "closedwon");
+    assert_eq!(won["before"]["stage"], "appointmentscheduled");
+    // Each delete is followed by its tombstone.
+    for (i, (key, event)) in events.iter().enumerate() {
+        if event.as_ref().is_some_and(|e| e["op"] == "d") {
+            assert_eq!(
+                events[i + 1],
+                (key.clone(), None),
+                "the tombstone after {key}'s delete"
+            );
+        }
+    }
+    let envelope = registry_get(&format!("/subjects/{topic}-value/versions/latest"));
+    let schema: Value = serde_json::from_str(envelope["schema"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (schema["name"].as_str(), schema["namespace"].as_str()),
+        (Some("Envelope"), Some("crm.deals"))
+    );
+    assert_eq!(versions(&format!("{topic}-key")), [1]);
+}
+
+#[test]
+fn a_new_column_registers_a_new_version_and_a_refused_schema_stops_the_pipeline() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "5"]);
+    let topic = unique_topic("evolving");
+    // Whole rows of deal 3, as the host selects them.
+    let params = "behavior = \"where\"\nid = \"deal-0003\"";
+    let files = pipeline(
+        &table,
+        "misbehaving/behaviors-c",
+        &topic,
+        &encoding("avro", ""),
+        params,
+    );
+    run_to_latest(&files.config);
+    deals_table(&table, &["region"]);
+    run_to_latest(&files.config);
+    let subject = format!("{topic}-value");
+    assert_eq!(
+        versions(&subject).len(),
+        2,
+        "ADD COLUMNS made a second version"
+    );
+    let lines = registry_decoded(&topic, "avro", &[]);
+    assert!(lines.len() >= 2, "{lines:?}");
+    assert!(!lines[0].contains("region"), "{}", lines[0]);
+    // The update's post-image, in the new schema.
+    let emea: Vec<Value> = lines[1..]
+        .iter()
+        .map(|line| serde_json::from_str(line.split_once('\t').unwrap().1).unwrap())
+        .filter(|value: &Value| value["region"] == "emea")
+        .collect();
+    assert_eq!(emea.len(), 1, "{lines:?}");
+    assert_eq!(emea[0]["fullDocument"]["title"], "Deal 3");
+
+    // A subject whose compatibility refuses the pipeline's schema: documentId was a long.
+    let refused = unique_topic("refused");
+    create_topic(&kafka_bootstrap(), &refused, 1);
+    let subject = format!("{refused}-value");
+    let old = serde_json::json!({"type": "record", "name": "Value", "namespace": "sluice", "fields": [
+        {"name": "documentId", "type": ["null", "long"], "default": null},
+    ]});
+    let post = |path: &str, body: Value| {
+        ureq::post(format!("{}{path}", registry_url()))
+            .header("Content-Type", "application/vnd.schemaregistry.v1+json")
+            .send(body.to_string())
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    };
+    post(
+        &format!("/subjects/{subject}/versions"),
+        serde_json::json!({"schema": old.to_string()}),
+    );
+    ureq::put(format!("{}/config/{subject}", registry_url()))
+        .header("Content-Type", "application/vnd.schemaregistry.v1+json")
+        .send(r#"{"compatibility":"BACKWARD"}"#)
+        .unwrap();
+    let files = pipeline(
+        &table,
+        "misbehaving/behaviors-c",
+        &refused,
+        &encoding("avro", ""),
+        params,
+    );
+    let log = run_expecting_failure(&files.config);
+    assert!(
+        log.contains(&format!(
+            "refused a new schema for subject `{subject}` as incompatible with its compatibility level BACKWARD"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains("Nothing after the change was produced"),
+        "{log}"
+    );
+    assert!(consume_all(&refused).is_empty(), "nothing was produced");
+    assert_eq!(versions(&subject), [1]);
+}
