@@ -29,7 +29,7 @@ cargo build --locked "${cargo_profile[@]}" -p sluice -p sluice-bench --bin sluic
 # The gold-deals modules the contestants run, built as `sluice build` builds them.
 modules=(gold-deals)
 for language in python js c; do
-  [[ ",$contestants," == *",sluice-$language,"* ]] && modules+=("gold-deals-$language")
+  [[ ",$contestants," == *",sluice-$language,"* || ",$contestants," == *",sluice-$language-"* ]] && modules+=("gold-deals-$language")
 done
 for module in "${modules[@]}"; do
   "$CARGO_TARGET_DIR/$profile/sluice" build "transforms/$module" \
@@ -48,7 +48,13 @@ if ! "$root/scripts/kafka.sh" status >/dev/null 2>&1; then
   "$root/scripts/kafka.sh" start >&2
   started=yes
 fi
-trap '[ -n "$started" ] && "$root/scripts/kafka.sh" stop >&2' EXIT
+started_registry=""
+if [[ ",$contestants," == *"-avro,"* || ",$contestants," == *"-json-schema,"* || ",$contestants," == *"-protobuf,"* ]] &&
+  ! "$root/scripts/registry.sh" status >/dev/null 2>&1; then
+  "$root/scripts/registry.sh" start >&2
+  started_registry=yes
+fi
+trap '[ -n "$started" ] && "$root/scripts/kafka.sh" stop >&2; [ -n "$started_registry" ] && "$root/scripts/registry.sh" stop >&2' EXIT
 
 # The orchestrator writes tables with the deltalake package of the system python.
 python3 "$root/bench/e2e/run.py" --profile "$profile" --spark-python "$python" "$@"

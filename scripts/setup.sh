@@ -66,9 +66,10 @@ command -v componentize-py >/dev/null && componentize-py --version | grep -q ' 0
 python3 -c 'import moto.server, boto3' 2>/dev/null ||
   python3 -m pip install --quiet --disable-pip-version-check 'moto[server]==5.2.1'
 
-# Confluent's client and its schema-registry deserializers read the encoding tests' topics.
-python3 -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.json_schema' 2>/dev/null ||
-  python3 -m pip install --quiet --disable-pip-version-check 'confluent-kafka[avro,schemaregistry,json]==2.16.0'
+# Confluent's client and its schema-registry deserializers read the encoding tests' topics
+# (protoc from grpcio-tools compiles the Protobuf consumer's message class).
+python3 -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.json_schema, confluent_kafka.schema_registry.protobuf, grpc_tools.protoc' 2>/dev/null ||
+  python3 -m pip install --quiet --disable-pip-version-check 'confluent-kafka[avro,schemaregistry,json,protobuf]==2.16.0' 'grpcio-tools==1.76.0'
 
 "$here/kafka.sh" install
 "$here/registry.sh" install

@@ -12,6 +12,9 @@ Contestants:
   sluice-sasl-ssl  sluice-eos over SASL_SSL with SCRAM-SHA-512 (the local broker's listener)
   sluice-mtls    sluice-eos over mutual TLS
   sluice-oauth   sluice-eos over SASL_SSL with OAUTHBEARER (12-second OIDC tokens)
+  sluice-c-avro, sluice-c-json-schema, sluice-c-protobuf
+                 sluice-c with the helpers' records written as Avro, JSON Schema or
+                 Protobuf in Confluent's wire format (schema registry: scripts/registry.sh)
   native         Sluice's pipeline with gold-deals compiled into the host
   native-x2      native with two instances
   raw            gold-deals' records precomputed, then produced by rdkafka alone
@@ -35,9 +38,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "native", "native-x2", "raw", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "native", "native-x2", "raw", "spark"]
 # The gold-deals module each Sluice contestant runs (the Rust one when not named).
 MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm"}
+# Contestants that write the helpers' records in a registry format: their bytes differ
+# from the JSON contestants', so they are checked by count and among their own runs.
+ENCODINGS = {"sluice-c-avro": "avro", "sluice-c-json-schema": "json-schema", "sluice-c-protobuf": "protobuf"}
+for _name in ENCODINGS:
+    MODULES[_name] = MODULES["sluice-c"]
+REGISTRY = os.environ.get("SLUICE_BENCH_REGISTRY", f"http://127.0.0.1:{os.environ.get('SLUICE_REGISTRY_PORT', 18081)}/apis/ccompat/v7")
 # The local broker's secured listeners (scripts/kafka.sh) and their files.
 KAFKA_RUN = Path(os.environ.get("SLUICE_KAFKA_DIR") or Path(os.environ.get("SLUICE_CACHE") or Path.home() / ".cache/sluice") / "kafka-run")
 
@@ -156,6 +165,13 @@ class Bench:
 
     def sluice_config(self, topic, delivery, follow=False, module=None, instances=1, listener=None):
         bootstrap, kafka = secured(listener)
+        encoding = ""
+        if listener in ENCODINGS:
+            encoding = f'[sink.encoding]\nvalue = "{ENCODINGS[listener]}"\n'
+            if ENCODINGS[listener] == "protobuf":
+                encoding += f'protobuf_schema = "{ROOT / "tests/data/schemas/gold-deal.proto"}"\n'
+            encoding += f'[sink.schema_registry]\nurl = "{REGISTRY}"\n'
+
         config = self.work / f"{topic}.toml"
         config.write_text(
             f"""[pipeline]
@@ -170,7 +186,7 @@ instances = {instances}
 topic = "{topic}"
 delivery = "{delivery}"
 change_headers = {'true' if follow else 'false'}
-[sink.kafka]
+{encoding}[sink.kafka]
 "bootstrap.servers" = "{bootstrap or self.args.bootstrap}"
 {kafka}"""
         )
@@ -310,9 +326,13 @@ def main():
                 print(f"{name} run {attempt + 1}: {figures['seconds']:.2f} s, {figures['count']} records, sha256 {figures['sha256'][:16]}", file=sys.stderr)
                 runs.append(figures)
             results[name] = runs
-        # The same records from everyone, or the figures mean nothing.
+        # The same records from everyone, or the figures mean nothing: the same bytes
+        # from every JSON contestant, and from every run of an encoding contestant; the
+        # same count from all.
         digests = {name: {(r["count"], r["sha256"]) for r in runs} for name, runs in results.items()}
-        if len({d for ds in digests.values() for d in ds}) != 1:
+        json_digests = {d for name, ds in digests.items() if name not in ENCODINGS for d in ds}
+        counts = {count for ds in digests.values() for count, _ in ds}
+        if len(json_digests) > 1 or len(counts) != 1 or any(len(digests[n]) != 1 for n in digests if n in ENCODINGS):
             sys.exit("CONTESTANTS DELIVERED DIFFERENT RECORDS:\n" + json.dumps({n: sorted(d) for n, d in digests.items()}, indent=1))
         latency = bench.latency() if any(c.startswith("sluice") for c in contestants) else None
         large = bench.large_commit(args.large_commit) if args.large_commit else None
@@ -340,21 +360,22 @@ def render(args, results, latency, large):
         "",
         f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs} --commits {args.commits}" + (f" --large-commit {args.large_commit}" if args.large_commit else "") + "`.",
         "",
-        "| contestant | records/s | seconds (min-max) | CPU s | peak RSS MiB | vs sluice-eos | vs native | vs raw | vs Spark |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| contestant | records/s | seconds (min-max) | CPU s | peak RSS MiB | vs sluice-eos | vs native | vs raw | vs Spark | vs sluice-c |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, runs in results.items():
         seconds, low, high = med(runs, "seconds")
         cpu = med(runs, "cpu")[0]
         rss = med(runs, "rss")[0]
         vs = lambda other: f"{speed[name] / speed[other]:.2f}x" if other in speed else "-"  # noqa: E731
-        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {cpu:.1f} | {rss:.0f} | {vs('sluice-eos')} | {vs('native')} | {vs('raw')} | {vs('spark')} |")
+        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {cpu:.1f} | {rss:.0f} | {vs('sluice-eos')} | {vs('native')} | {vs('raw')} | {vs('spark')} | {vs('sluice-c')} |")
     lines += [
         "",
         "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included (the module's compiled code cached by an untimed `sluice check` first, as it is after a pipeline's first start).",
         "- `sluice-python`, `sluice-js`, `sluice-c`: the same with gold-deals in Python (componentize-py), JavaScript (componentize-js) and C (clang with wasi-libc), each on the host's helpers through its SDK.",
         "- `sluice-eos-x2`, `native-x2`: the same with two instances of the module transforming batches at the same time (`[transform] instances = 2`; gold-deals keeps no state across batches).",
         "- `sluice-sasl-ssl`, `sluice-mtls`, `sluice-oauth`: `sluice-eos` over the local broker's SASL_SSL listener with SCRAM-SHA-512, its mutual-TLS listener, and its OAUTHBEARER listener with 12-second tokens from the OIDC server `scripts/kafka.sh` starts: the cost of TLS and authentication is the gap to `sluice-eos` (PLAINTEXT).",
+        "- `sluice-c-avro`, `sluice-c-json-schema`, `sluice-c-protobuf`: `sluice-c` with `[sink.encoding] value` set to `avro`, `json-schema` or `protobuf` (`tests/data/schemas/gold-deal.proto`): the same records in Confluent's wire format with ids from the schema registry `scripts/registry.sh` runs (Apicurio); the cost of the format is the gap to `sluice-c` (JSON). Their bytes differ from the JSON contestants', so they are checked by count and against their own other runs.",
         "- `native`: Sluice's pipeline (the same source, loop and sink as `sluice run`, exactly-once) with the same gold-deals code compiled into the host instead of run as a module (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
         "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
         "- `spark`: pyspark with delta-spark and spark-sql-kafka, `readChangeFeed` from version 0, the same shaping, Spark's Kafka sink (at-least-once), `local[2]`, `availableNow`; wall time of the job, JVM start-up included.",

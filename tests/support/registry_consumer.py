@@ -8,14 +8,22 @@ timestamps as Spark renders them, so the lines compare with the JSON the same
 pipeline writes.
 
     registry_consumer.py BOOTSTRAP TOPIC REGISTRY_URL avro|json-schema [--avro-keys] [--keep-nulls]
+    registry_consumer.py BOOTSTRAP TOPIC REGISTRY_URL protobuf --proto FILE --message NAME
+
+Protobuf needs the message's generated class, as a Protobuf consumer has: the .proto is
+compiled with protoc (grpcio-tools) into a temporary folder first.
 """
 
 import argparse
 import base64
 import datetime
 import decimal
+import importlib.util
 import json
+import math
+import pathlib
 import sys
+import tempfile
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -26,6 +34,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 def plain(value, keep_nulls):
     """The decoded value in JSON terms, as Spark's to_json renders it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, dict):
         return {k: plain(v, keep_nulls) for k, v in value.items() if keep_nulls or v is not None}
     if isinstance(value, list):
@@ -45,21 +55,45 @@ def plain(value, keep_nulls):
     return value
 
 
+def protobuf_deserializer(proto, message):
+    """Confluent's Protobuf deserializer for `message` of the .proto file `proto`,
+    whose values come out as dicts under the .proto's field names."""
+    from google.protobuf.json_format import MessageToDict
+    from grpc_tools import protoc
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+
+    proto = pathlib.Path(proto).resolve()
+    out = tempfile.mkdtemp()
+    if protoc.main(["protoc", f"-I{proto.parent}", f"--python_out={out}", str(proto)]) != 0:
+        sys.exit(f"protoc could not compile {proto}")
+    # protoc names the module after the file, `-` made `_`.
+    (generated,) = pathlib.Path(out).glob("*_pb2.py")
+    spec = importlib.util.spec_from_file_location(generated.stem, generated)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    deserializer = ProtobufDeserializer(getattr(module, message.split(".")[-1]), {"use.deprecated.format": False})
+    return lambda data, context: MessageToDict(deserializer(data, context), preserving_proto_field_name=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("bootstrap")
     parser.add_argument("topic")
     parser.add_argument("registry")
-    parser.add_argument("format", choices=["avro", "json-schema"])
+    parser.add_argument("format", choices=["avro", "json-schema", "protobuf"])
     parser.add_argument("--avro-keys", action="store_true")
     parser.add_argument("--keep-nulls", action="store_true")
+    parser.add_argument("--proto")
+    parser.add_argument("--message")
     args = parser.parse_args()
 
     registry = SchemaRegistryClient({"url": args.registry})
     if args.format == "avro":
         values = AvroDeserializer(registry)
-    else:
+    elif args.format == "json-schema":
         values = JSONDeserializer(None, schema_registry_client=registry)
+    else:
+        values = protobuf_deserializer(args.proto, args.message)
     keys = AvroDeserializer(registry) if args.avro_keys else None
 
     consumer = Consumer({

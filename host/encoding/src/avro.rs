@@ -18,7 +18,7 @@ use arrow_array::{Array, ArrayRef};
 use arrow_schema::{DataType, TimeUnit};
 use serde_json::{Value as Json, json};
 
-use crate::fields::SourceField;
+use crate::fields::{self, SourceField};
 use sluice_model::helpers::HelperError;
 
 /// Avro record and field names: letters, digits and `_`, not starting with a digit.
@@ -51,10 +51,23 @@ impl Names {
     }
 }
 
-/// The schema of a record of `fields`, and a writer for its rows.
+/// The schema of the top-level record `name` of `fields`, and a writer for its rows.
+/// Records nested in it are named by their path (`fullDocument`, `st_inner`), so a
+/// column added elsewhere never renames them.
 pub(crate) fn record(
     name: &str,
     namespace: &str,
+    fields: &[SourceField],
+    names: &mut Names,
+) -> Result<(Json, Writer), HelperError> {
+    nested_record(name, namespace, None, fields, names)
+}
+
+/// A record named `name` whose fields nest under `path` (none at the top level).
+fn nested_record(
+    name: &str,
+    namespace: &str,
+    path: Option<&str>,
     fields: &[SourceField],
     names: &mut Names,
 ) -> Result<(Json, Writer), HelperError> {
@@ -69,7 +82,11 @@ pub(crate) fn record(
                 "Two fields are both named `{field_name}` in Avro (names keep only letters, digits and `_`); rename one."
             )));
         }
-        let (schema, writer) = typed(&field.array, field.nullable, &field.name, names)?;
+        let field_path = match path {
+            Some(path) => format!("{path}_{}", field.name),
+            None => field.name.clone(),
+        };
+        let (schema, writer) = typed(&field.array, field.nullable, &field_path, names)?;
         let mut entry = json!({"name": field_name, "type": schema});
         if field.nullable {
             entry["default"] = Json::Null;
@@ -84,7 +101,8 @@ pub(crate) fn record(
     Ok((schema, Writer::record(writers)))
 }
 
-/// The schema and writer of one array, a `["null", T]` union when it is nullable.
+/// The schema and writer of one array, a `["null", T]` union when it is nullable;
+/// records in it are named after `name`, its path.
 pub(crate) fn typed(
     array: &ArrayRef,
     nullable: bool,
@@ -131,18 +149,8 @@ fn plain(array: &ArrayRef, name: &str, names: &mut Names) -> Result<(Json, Node)
             Node::Decimal,
         ),
         DataType::Struct(_) => {
-            let structs = array.as_struct();
-            let fields: Vec<SourceField> = structs
-                .fields()
-                .iter()
-                .zip(structs.columns())
-                .map(|(field, child)| SourceField {
-                    name: field.name().clone(),
-                    nullable: field.is_nullable(),
-                    array: child.clone(),
-                })
-                .collect();
-            let (schema, writer) = record(name, "", &fields, names)?;
+            let fields = fields::struct_fields(array);
+            let (schema, writer) = nested_record(name, "", Some(name), &fields, names)?;
             (schema, writer.node)
         }
         DataType::List(item) | DataType::LargeList(item) => {
@@ -161,8 +169,12 @@ fn plain(array: &ArrayRef, name: &str, names: &mut Names) -> Result<(Json, Node)
             let keys = map.keys().clone();
             let values = map.values().clone();
             let values_nullable = map.entries().fields()[1].is_nullable();
-            let (value_schema, value_writer) = typed(&values, values_nullable, name, names)?;
-            if matches!(keys.data_type(), DataType::Utf8 | DataType::LargeUtf8) {
+            let (value_schema, value_writer) =
+                typed(&values, values_nullable, &format!("{name}_value"), names)?;
+            if matches!(
+                keys.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) {
                 (
                     json!({"type": "map", "values": value_schema}),
                     Node::Map(
@@ -171,7 +183,7 @@ fn plain(array: &ArrayRef, name: &str, names: &mut Names) -> Result<(Json, Node)
                     ),
                 )
             } else {
-                let (key_schema, key_writer) = typed(&keys, false, name, names)?;
+                let (key_schema, key_writer) = typed(&keys, false, &format!("{name}_key"), names)?;
                 let entry = names.claim(&format!("{name}_entry"));
                 (
                     json!({"type": "array", "items": {"type": "record", "name": entry, "fields": [
@@ -279,7 +291,7 @@ impl Writer {
             }
             Node::Array(items) => {
                 // One block of every item, then the empty block that ends the array.
-                let range = list_range(array, row);
+                let range = fields::list_range(array, row);
                 if !range.is_empty() {
                     write_long(out, range.len() as i64);
                     for item in range {
@@ -301,19 +313,6 @@ impl Writer {
                 }
                 write_long(out, 0);
             }
-        }
-    }
-}
-
-fn list_range(array: &ArrayRef, row: usize) -> std::ops::Range<usize> {
-    match array.data_type() {
-        DataType::List(_) => {
-            let offsets = array.as_list::<i32>().value_offsets();
-            offsets[row] as usize..offsets[row + 1] as usize
-        }
-        _ => {
-            let offsets = array.as_list::<i64>().value_offsets();
-            offsets[row] as usize..offsets[row + 1] as usize
         }
     }
 }
@@ -352,12 +351,19 @@ fn timestamp_micros(array: &ArrayRef, unit: TimeUnit, row: usize) -> i64 {
         TimestampSecondType,
     };
     match unit {
-        TimeUnit::Second => array.as_primitive::<TimestampSecondType>().value(row) * 1_000_000,
-        TimeUnit::Millisecond => {
-            array.as_primitive::<TimestampMillisecondType>().value(row) * 1_000
-        }
+        TimeUnit::Second => array
+            .as_primitive::<TimestampSecondType>()
+            .value(row)
+            .saturating_mul(1_000_000),
+        TimeUnit::Millisecond => array
+            .as_primitive::<TimestampMillisecondType>()
+            .value(row)
+            .saturating_mul(1_000),
         TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().value(row),
-        TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().value(row) / 1_000,
+        TimeUnit::Nanosecond => array
+            .as_primitive::<TimestampNanosecondType>()
+            .value(row)
+            .div_euclid(1_000),
     }
 }
 

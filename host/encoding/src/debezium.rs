@@ -9,11 +9,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use arrow_array::RecordBatch;
 use serde_json::{Value as Json, json};
 use sluice_model::helpers::{COMMIT_TIMESTAMP, COMMIT_VERSION, HelperError};
-use sluice_model::{ChangeType, Column, Value, write_json_string};
+use sluice_model::{Column, Value, write_json_string};
 
 use crate::avro::{Names, write_bytes, write_long};
 use crate::format::{Format, ValueFormat};
-use crate::rows::RowWriter;
+use crate::row_writer::RowWriter;
 
 /// Schema metadata the pipeline puts on a batch of an initial snapshot, whose rows
 /// become `r` events.
@@ -22,23 +22,28 @@ pub const SNAPSHOT_METADATA: &str = "sluice.snapshot";
 /// A Debezium operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
+    /// `c`: a row was inserted.
     Create,
+    /// `u`: a row was updated.
     Update,
+    /// `d`: a row was deleted.
     Delete,
+    /// `r`: a row was read by an initial snapshot.
     Read,
 }
 
-impl Op {
-    /// The operation of a row of change type `change`.
-    pub(crate) fn of(change: ChangeType, snapshot: bool) -> Op {
-        match change {
-            ChangeType::Insert if snapshot => Op::Read,
-            ChangeType::Insert => Op::Create,
-            ChangeType::UpdatePreimage | ChangeType::UpdatePostimage => Op::Update,
-            ChangeType::Delete => Op::Delete,
-        }
-    }
+/// One change event: its operation and the rows of its images.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Event {
+    /// The operation.
+    pub op: Op,
+    /// The row of the image before the change.
+    pub before: Option<usize>,
+    /// The row of the image after the change.
+    pub after: Option<usize>,
+}
 
+impl Op {
     fn code(self) -> &'static str {
         match self {
             Op::Create => "c",
@@ -61,6 +66,7 @@ pub(crate) struct Envelope<'a> {
 }
 
 impl<'a> Envelope<'a> {
+    /// What the events of `batch` share, for a pipeline writing in `format`.
     pub(crate) fn new(
         batch: &'a RecordBatch,
         format: &'a Format,
@@ -95,18 +101,16 @@ impl<'a> Envelope<'a> {
         (version, millis)
     }
 
-    /// Writes the event of `row`, with the images of rows `before` and `after`.
-    #[allow(clippy::too_many_arguments)]
+    /// Writes `event`, which row `row` (its commit) made, its images written by `rows`.
     pub(crate) fn write(
         &self,
         rows: &RowWriter<'_>,
         format: ValueFormat,
-        op: Op,
-        before: Option<usize>,
-        after: Option<usize>,
+        event: Event,
         row: usize,
         out: &mut Vec<u8>,
     ) {
+        let Event { op, before, after } = event;
         let (version, commit_ms) = self.commit(row);
         let snapshot = if self.snapshot { "true" } else { "false" };
         match format {
@@ -132,7 +136,7 @@ impl<'a> Envelope<'a> {
                 write_long(out, 1);
                 write_long(out, self.processed_ms);
             }
-            ValueFormat::Json | ValueFormat::JsonSchema => {
+            ValueFormat::Json | ValueFormat::JsonSchema | ValueFormat::Protobuf => {
                 let mut text = String::from("{\"before\":");
                 let image = |row: Option<usize>, text: &mut String| match row {
                     None => text.push_str("null"),
@@ -166,6 +170,7 @@ impl<'a> Envelope<'a> {
 
 /// The envelope's Avro schema around `row`, the schema of a row image.
 pub(crate) fn avro_schema(format: &Format, row: Json, names: &mut Names) -> Json {
+    // The row's record is defined in `before` and named in `after`.
     let row_name = row["name"].clone();
     let envelope = names.claim("Envelope");
     let source = names.claim("Source");
@@ -208,7 +213,7 @@ pub(crate) fn json_schema(format: &Format, mut row: Json) -> Json {
     let integer = json!({"type": "integer"});
     json!({
         "$schema": "http://json-schema.org/draft-07/schema#",
-        "title": crate::format::full_name(&format.namespace, "Envelope"),
+        "title": format.value_name(),
         "type": "object",
         "properties": {
             "before": image,

@@ -41,6 +41,35 @@ pub(crate) fn whole_row(batch: &RecordBatch) -> Vec<SourceField> {
         .collect()
 }
 
+/// The fields of a struct array, under their own names.
+pub(crate) fn struct_fields(array: &ArrayRef) -> Vec<SourceField> {
+    let structs = array.as_struct();
+    structs
+        .fields()
+        .iter()
+        .zip(structs.columns())
+        .map(|(field, child)| SourceField {
+            name: field.name().clone(),
+            nullable: field.is_nullable(),
+            array: child.clone(),
+        })
+        .collect()
+}
+
+/// The item indexes of a list array's `row` in its values.
+pub(crate) fn list_range(array: &ArrayRef, row: usize) -> std::ops::Range<usize> {
+    match array.data_type() {
+        arrow_schema::DataType::LargeList(_) => {
+            let offsets = array.as_list::<i64>().value_offsets();
+            offsets[row] as usize..offsets[row + 1] as usize
+        }
+        _ => {
+            let offsets = array.as_list::<i32>().value_offsets();
+            offsets[row] as usize..offsets[row + 1] as usize
+        }
+    }
+}
+
 /// The field `value` names, under `name`.
 pub(crate) fn resolve(
     batch: &RecordBatch,
@@ -97,11 +126,7 @@ fn column_array(batch: &RecordBatch, name: &str) -> Result<(ArrayRef, bool), Hel
     let mut nulls = array.logical_nulls();
     for part in parts {
         let structs = array.as_struct_opt().ok_or_else(missing)?;
-        let (_, fields) = match structs.data_type() {
-            arrow_schema::DataType::Struct(fields) => ((), fields),
-            _ => return Err(missing()),
-        };
-        let (position, field) = fields.find(part).ok_or_else(missing)?;
+        let (position, field) = structs.fields().find(part).ok_or_else(missing)?;
         nullable |= field.is_nullable();
         array = structs.column(position).clone();
         nulls = NullBuffer::union(nulls.as_ref(), array.logical_nulls().as_ref());

@@ -1,7 +1,11 @@
 //! What a pipeline asks of the host helpers' records: the value and key formats, the
 //! envelope, and the names its schemas carry.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
+
+use crate::protobuf::ProtobufSchema;
 
 /// How a helper-made record's value is written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -14,6 +18,20 @@ pub enum ValueFormat {
     Avro,
     /// JSON text in Confluent's wire format, with a JSON Schema derived from the table.
     JsonSchema,
+    /// Protobuf in Confluent's wire format, as a message of a supplied `.proto` file.
+    Protobuf,
+}
+
+impl ValueFormat {
+    /// The name config files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueFormat::Json => "json",
+            ValueFormat::Avro => "avro",
+            ValueFormat::JsonSchema => "json-schema",
+            ValueFormat::Protobuf => "protobuf",
+        }
+    }
 }
 
 /// How a helper-made record's key is written.
@@ -58,6 +76,8 @@ pub struct Format {
     pub pipeline: String,
     /// The table, as Debezium's `source.table`.
     pub table: String,
+    /// The message values are written as, for [`ValueFormat::Protobuf`].
+    pub protobuf: Option<Arc<ProtobufSchema>>,
 }
 
 impl Format {
@@ -69,10 +89,39 @@ impl Format {
             && self.envelope == Envelope::None
     }
 
-    /// The value record's full name (`namespace.name`).
-    pub fn full_name(&self) -> String {
-        full_name(&self.namespace, &self.record_name)
+    /// The full name of the value's schema: its Avro record (`namespace.name`, the
+    /// Debezium envelope's `namespace.Envelope`), its JSON Schema title (the same), or
+    /// its Protobuf message. Record-name subjects are named after it.
+    pub fn value_name(&self) -> String {
+        match (&self.protobuf, self.value, self.envelope) {
+            (Some(schema), ValueFormat::Protobuf, _) => schema.message.full_name().to_string(),
+            (_, _, Envelope::Debezium) => full_name(&self.namespace, "Envelope"),
+            _ => full_name(&self.namespace, &self.record_name),
+        }
     }
+}
+
+/// Why `name` cannot be an Avro name (letters, digits and `_`, not starting with a
+/// digit), or `None`; a namespace (`dotted`) is such names joined by dots.
+pub fn invalid_avro_name(name: &str, dotted: bool) -> Option<String> {
+    let valid = |part: &str| {
+        part.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    let ok = if dotted {
+        name.is_empty() || name.split('.').all(valid)
+    } else {
+        valid(name)
+    };
+    (!ok).then(|| {
+        format!(
+            "`{name}` is not an Avro {}: use letters, digits and `_`, not starting with a digit{}",
+            if dotted { "namespace" } else { "name" },
+            if dotted { ", parts joined by dots" } else { "" }
+        )
+    })
 }
 
 /// `namespace.name`, or `name` without a namespace.
@@ -95,6 +144,7 @@ impl Default for Format {
             namespace: "sluice".to_string(),
             pipeline: String::new(),
             table: String::new(),
+            protobuf: None,
         }
     }
 }

@@ -17,6 +17,8 @@ pub enum SchemaKind {
     Avro,
     /// JSON Schema.
     Json,
+    /// Protocol Buffers.
+    Protobuf,
 }
 
 impl SchemaKind {
@@ -25,6 +27,7 @@ impl SchemaKind {
         match self {
             SchemaKind::Avro => "AVRO",
             SchemaKind::Json => "JSON",
+            SchemaKind::Protobuf => "PROTOBUF",
         }
     }
 }
@@ -36,7 +39,8 @@ pub struct WriterSchema {
     pub kind: SchemaKind,
     /// Its canonical text, the same for the same table schema and spec.
     pub text: String,
-    /// The record's full name (a primitive's type name), for record-name subjects.
+    /// The record's full name (a JSON Schema's title, a Protobuf message's full name, an
+    /// Avro primitive's type name), for record-name subjects.
     pub name: String,
 }
 

@@ -1,6 +1,8 @@
 //! JSON Schema (draft-07) derived from Arrow types, describing the JSON the helpers
 //! write: nulls are left out of objects, so only columns that are never null are
 //! required; decimals are numbers, binary base64 text, dates and timestamps text.
+//! Objects are closed (`additionalProperties: false`), so a column added to the table
+//! is a new optional property, which every compatibility level accepts.
 
 use arrow_schema::{DataType, Field};
 use serde_json::{Value as Json, json};
@@ -28,7 +30,14 @@ fn object_of<'a>(fields: impl Iterator<Item = (&'a str, &'a DataType, bool)>) ->
             required.push(json!(name));
         }
     }
-    json!({"type": "object", "properties": properties, "required": required})
+    // Closed (no other properties): a new optional property is then a compatible
+    // change for Confluent's BACKWARD rules, where an open object's is not.
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
 }
 
 fn typed(data_type: &DataType, nullable: bool) -> Json {

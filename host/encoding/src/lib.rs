@@ -14,6 +14,8 @@ mod fields;
 mod format;
 mod framing;
 mod json_schema;
+mod protobuf;
+mod row_writer;
 mod rows;
 
 use std::sync::Arc;
@@ -22,8 +24,9 @@ use arrow_array::RecordBatch;
 use sluice_model::helpers::{EncodeSpec, HelperError, RecordSink};
 
 pub use debezium::SNAPSHOT_METADATA;
-pub use format::{Envelope, Format, KeyFormat, ValueFormat};
+pub use format::{Envelope, Format, KeyFormat, ValueFormat, invalid_avro_name};
 pub use framing::{FRAME_LEN, Framed, SchemaKind, SubjectStrategy, WriterSchema, write_id};
+pub use protobuf::ProtobufSchema;
 
 /// What one encode call made: how many rows it encoded and the schemas its framed keys
 /// and values wait on.

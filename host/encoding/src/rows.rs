@@ -9,67 +9,19 @@ use serde_json::Value as Json;
 use sluice_model::helpers::{
     EncodeSpec, HelperError, RecordSink, ValueEncoding, candidates, change_types, text_bytes,
 };
-use sluice_model::{ChangeType, Column, JsonKey, JsonObject, Record, write_json_string};
+use sluice_model::{ChangeType, Column, JsonKey, Record};
 
 use crate::Encoded;
 use crate::avro::{self, Names};
-use crate::debezium::{self, Op};
+use crate::debezium::{self, Event, Op};
 use crate::fields::{self, SourceField};
 use crate::format::{Envelope, Format, KeyFormat, ValueFormat};
 use crate::framing::{FRAME_LEN, SchemaKind, WriterSchema};
 use crate::json_schema;
+use crate::protobuf::{self, ProtobufSchema};
+use crate::row_writer::RowWriter;
 
-/// How each row's fields become value bytes.
-pub(crate) enum RowWriter<'a> {
-    /// A JSON object, nulls left out (plain) or written (`with_nulls`, Debezium's).
-    Json {
-        fields: Vec<(JsonKey, &'a str, Column<'a>)>,
-        with_nulls: bool,
-    },
-    /// An Avro record.
-    Avro(avro::Writer),
-}
-
-impl RowWriter<'_> {
-    pub(crate) fn write(&self, row: usize, out: &mut Vec<u8>) {
-        match self {
-            RowWriter::Json { fields, with_nulls } => {
-                let mut object = JsonObject::in_buffer(String::new());
-                for (key, _, column) in fields {
-                    object.push_keyed(key, &column.value(row));
-                }
-                let mut text = object.finish();
-                if *with_nulls {
-                    text = with_null_fields(fields, row, text);
-                }
-                out.extend_from_slice(text.as_bytes());
-            }
-            RowWriter::Avro(writer) => writer.write_row(row, out),
-        }
-    }
-}
-
-/// Debezium's JSON carries every field, null ones as `null`: the nulls the plain
-/// writer left out are appended.
-fn with_null_fields(
-    fields: &[(JsonKey, &str, Column<'_>)],
-    row: usize,
-    mut text: String,
-) -> String {
-    text.pop();
-    for (_, name, column) in fields {
-        if column.is_null(row) {
-            if text.len() > 1 {
-                text.push(',');
-            }
-            write_json_string(&mut text, name);
-            text.push_str(":null");
-        }
-    }
-    text.push('}');
-    text
-}
-
+/// Makes the records of `spec` in `format` (not plain JSON) into `out`.
 pub(crate) fn encode(
     batch: &RecordBatch,
     spec: &EncodeSpec,
@@ -104,11 +56,10 @@ pub(crate) fn encode(
     let (key_schema, key_writer) = match (&key, format.key) {
         (Some(key), KeyFormat::Avro) => {
             let (schema, writer) = avro::typed(&key.array, false, "key", &mut Names::default())?;
-            let name = primitive_or_record_name(&schema);
             let schema = WriterSchema {
                 kind: SchemaKind::Avro,
+                name: avro_full_name(&schema),
                 text: schema.to_string(),
-                name,
             };
             (Some(Arc::new(schema)), Some(writer))
         }
@@ -123,6 +74,16 @@ pub(crate) fn encode(
         let (schema, writer) = value_writer(format, &fields, debezium)?;
         (schema, Some(writer))
     };
+    // Protobuf values carry the message's indexes after the schema id.
+    let value_prefix: Vec<u8> = match (&value_schema, &format.protobuf) {
+        (None, _) => Vec::new(),
+        (Some(_), Some(proto)) if format.value == ValueFormat::Protobuf => {
+            let mut prefix = vec![0; FRAME_LEN];
+            prefix.extend(proto.message_indexes());
+            prefix
+        }
+        (Some(_), _) => vec![0; FRAME_LEN],
+    };
     let envelope = match debezium {
         true => Some(debezium::Envelope::new(batch, format)?),
         false => None,
@@ -132,19 +93,25 @@ pub(crate) fn encode(
     } else {
         Vec::new()
     };
-    let pairs = match debezium {
-        true => pair_updates(&rows, &changes, key_column.as_ref(), batch)?,
-        false => HashMap::new(),
+    let events = match &envelope {
+        Some(envelope) => events(
+            &rows,
+            &changes,
+            key_column.as_ref(),
+            batch,
+            envelope.snapshot,
+        )?,
+        None => HashMap::new(),
     };
-    let framed_value = value_schema.is_some();
 
     let mut encoded = 0;
     let mut key_bytes = Vec::new();
     for &row in &rows {
         let index = row as usize;
         let change = changes.get(index).copied();
-        if debezium && change == Some(ChangeType::UpdatePreimage) {
-            // Written as the `before` of its post-image's event, or not at all.
+        let event = events.get(&row).copied();
+        if debezium && event.is_none() {
+            // A pre-image written as the `before` of its post-image's event.
             continue;
         }
         key_bytes.clear();
@@ -162,22 +129,12 @@ pub(crate) fn encode(
             || (!debezium && spec.delete_as_tombstone && change == Some(ChangeType::Delete));
         let value = match (&row_writer, tombstone) {
             (Some(writer), false) => {
-                let mut bytes = Vec::new();
-                if framed_value {
-                    bytes.extend_from_slice(&[0; FRAME_LEN]);
-                }
-                match &envelope {
-                    Some(envelope) => {
-                        let op = Op::of(change.unwrap_or(ChangeType::Insert), envelope.snapshot);
-                        let before = match op {
-                            Op::Update => pairs.get(&row).map(|&pre| pre as usize),
-                            Op::Delete => Some(index),
-                            _ => None,
-                        };
-                        let after = (op != Op::Delete).then_some(index);
-                        envelope.write(writer, format.value, op, before, after, index, &mut bytes);
+                let mut bytes = value_prefix.clone();
+                match (&envelope, event) {
+                    (Some(envelope), Some(event)) => {
+                        envelope.write(writer, format.value, event, index, &mut bytes)
                     }
-                    None => writer.write(index, &mut bytes),
+                    _ => writer.write(index, &mut bytes),
                 }
                 Some(bytes)
             }
@@ -196,8 +153,9 @@ pub(crate) fn encode(
                 record.headers.push((name.to_string(), bytes));
             }
         }
+        // A tombstone needs a key: compacted topics refuse one without.
         let follow_with_tombstone =
-            debezium && format.tombstones_after_delete && change == Some(ChangeType::Delete);
+            has_key && format.tombstones_after_delete && event.is_some_and(|e| e.op == Op::Delete);
         let tombstone_record = follow_with_tombstone.then(|| Record {
             value: None,
             ..record.clone()
@@ -238,73 +196,98 @@ fn value_writer<'a>(
             .collect(),
         with_nulls,
     };
+    let framed =
+        |kind, text: String, name: String| Some(Arc::new(WriterSchema { kind, text, name }));
     Ok(match format.value {
         ValueFormat::Json => (None, json_writer(debezium)),
         ValueFormat::JsonSchema => {
-            let row = json_schema::object(&format.record_name, fields);
+            let title = crate::format::full_name(&format.namespace, &format.record_name);
+            let row = json_schema::object(&title, fields);
             let schema = match debezium {
                 true => debezium::json_schema(format, row),
                 false => row,
             };
-            let name = format.full_name();
+            let name = schema["title"].as_str().unwrap_or(&title).to_string();
             (
-                Some(Arc::new(WriterSchema {
-                    kind: SchemaKind::Json,
-                    text: schema.to_string(),
-                    name,
-                })),
+                framed(SchemaKind::Json, schema.to_string(), name),
                 json_writer(debezium),
             )
         }
         ValueFormat::Avro => {
             let mut names = Names::default();
-            let row_name = match debezium {
-                true => "Value",
-                false => format.record_name.as_str(),
-            };
-            let (row, writer) = avro::record(row_name, &format.namespace, fields, &mut names)?;
-            let (schema, name) = match debezium {
-                true => (
-                    debezium::avro_schema(format, row, &mut names),
-                    crate::format::full_name(&format.namespace, "Envelope"),
-                ),
-                false => (row, format.full_name()),
+            let (row, writer) =
+                avro::record(&format.record_name, &format.namespace, fields, &mut names)?;
+            let schema = match debezium {
+                true => debezium::avro_schema(format, row, &mut names),
+                false => row,
             };
             (
-                Some(Arc::new(WriterSchema {
-                    kind: SchemaKind::Avro,
-                    text: schema.to_string(),
-                    name,
-                })),
+                framed(
+                    SchemaKind::Avro,
+                    schema.to_string(),
+                    avro_full_name(&schema),
+                ),
                 RowWriter::Avro(writer),
+            )
+        }
+        ValueFormat::Protobuf => {
+            let schema: &Arc<ProtobufSchema> = format.protobuf.as_ref().ok_or_else(|| {
+                HelperError("The pipeline writes Protobuf but has no .proto message.".into())
+            })?;
+            if debezium {
+                return Err(HelperError(
+                    "The Debezium envelope is written as Avro, JSON Schema or JSON, not Protobuf."
+                        .into(),
+                ));
+            }
+            let writer = protobuf::MessageWriter::new(&schema.message, fields)?;
+            (
+                framed(
+                    SchemaKind::Protobuf,
+                    schema.text.clone(),
+                    schema.message.full_name().to_string(),
+                ),
+                RowWriter::Protobuf(writer),
             )
         }
     })
 }
 
-/// A primitive schema's type name, or a record's name.
-fn primitive_or_record_name(schema: &Json) -> String {
+/// The full name of an Avro schema: a named type's `namespace.name`, a primitive's type.
+fn avro_full_name(schema: &Json) -> String {
     match schema {
         Json::String(name) => name.clone(),
-        Json::Object(object) => object
-            .get("name")
-            .or_else(|| object.get("type"))
-            .and_then(Json::as_str)
-            .unwrap_or("key")
-            .to_string(),
-        _ => "key".to_string(),
+        Json::Object(object) => {
+            let name = object
+                .get("name")
+                .or_else(|| object.get("type"))
+                .and_then(Json::as_str)
+                .unwrap_or_default();
+            match object.get("namespace").and_then(Json::as_str) {
+                Some(namespace) => crate::format::full_name(namespace, name),
+                None => name.to_string(),
+            }
+        }
+        _ => String::new(),
     }
 }
 
-/// For each selected post-image, the selected pre-image of the same update: the
-/// first unpaired one of the same commit version and key (in row order when there is
-/// no key).
-fn pair_updates(
+/// The Debezium event each selected row makes; a pre-image paired with its post-image
+/// makes none (it is the `before` of the post-image's `u`).
+///
+/// Pre- and post-images pair by commit version and key (in row order without a key).
+/// When the module selects pre-images, one without a post-image (the update changed
+/// the key, or the batch ended between them) is a `d` and a post-image without one a
+/// `c`, as Debezium writes an update that changes the key. When it selects none, each
+/// post-image is a `u` without `before`, as Debezium's is for a table without full
+/// replica identity.
+fn events(
     rows: &[u32],
     changes: &[ChangeType],
     key: Option<&Column<'_>>,
     batch: &RecordBatch,
-) -> Result<HashMap<u32, u32>, HelperError> {
+    snapshot: bool,
+) -> Result<HashMap<u32, Event>, HelperError> {
     let versions = Column::find(batch, sluice_model::helpers::COMMIT_VERSION)
         .map_err(|e| HelperError(e.to_string()))?;
     let identity = |row: usize| {
@@ -325,15 +308,34 @@ fn pair_updates(
                 .push_back(row);
         }
     }
-    let mut pairs = HashMap::new();
+    let selects_preimages = !waiting.is_empty();
+    let event = |op, before: Option<u32>, after: Option<u32>| Event {
+        op,
+        before: before.map(|r| r as usize),
+        after: after.map(|r| r as usize),
+    };
+    let mut events = HashMap::new();
     for &row in rows {
-        if changes[row as usize] == ChangeType::UpdatePostimage
-            && let Some(pre) = waiting
-                .get_mut(&identity(row as usize))
-                .and_then(VecDeque::pop_front)
-        {
-            pairs.insert(row, pre);
-        }
+        let made = match changes[row as usize] {
+            ChangeType::Insert if snapshot => event(Op::Read, None, Some(row)),
+            ChangeType::Insert => event(Op::Create, None, Some(row)),
+            ChangeType::Delete => event(Op::Delete, Some(row), None),
+            ChangeType::UpdatePreimage => continue,
+            ChangeType::UpdatePostimage => {
+                let pre = waiting
+                    .get_mut(&identity(row as usize))
+                    .and_then(VecDeque::pop_front);
+                match pre {
+                    Some(pre) => event(Op::Update, Some(pre), Some(row)),
+                    None if selects_preimages => event(Op::Create, None, Some(row)),
+                    None => event(Op::Update, None, Some(row)),
+                }
+            }
+        };
+        events.insert(row, made);
     }
-    Ok(pairs)
+    for pre in waiting.into_values().flatten() {
+        events.insert(pre, event(Op::Delete, Some(pre), None));
+    }
+    Ok(events)
 }

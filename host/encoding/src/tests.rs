@@ -319,3 +319,78 @@ fn a_post_image_before_its_pre_image_still_pairs() {
         (Some("u"), Some(-1))
     );
 }
+
+#[test]
+fn an_update_that_changes_the_key_is_a_delete_and_a_create() {
+    let spec = EncodeSpec {
+        rows: vec![1, 2],
+        key: Some(FieldValue::Column("amount".into())),
+        ..spec(ValueEncoding::JsonRow)
+    };
+    let (records, _) = run(&spec, &format(ValueFormat::Json, Envelope::Debezium));
+    let ops: Vec<Option<String>> = records
+        .iter()
+        .map(|r| {
+            r.value.as_ref().map(|v| {
+                let event: serde_json::Value = serde_json::from_slice(v).unwrap();
+                event["op"].as_str().unwrap().to_string()
+            })
+        })
+        .collect();
+    // Row 2's key (amount) is null: no key, so no tombstone after the delete either.
+    assert_eq!(ops, [Some("d".into()), None, Some("c".into())]);
+    assert_eq!(
+        records[1].key.as_deref(),
+        Some(&b"-1"[..]),
+        "the delete's tombstone"
+    );
+}
+
+#[test]
+fn protobuf_values_follow_the_supplied_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let proto = dir.path().join("deal.proto");
+    std::fs::write(
+        &proto,
+        "syntax = \"proto3\";\npackage crm;\nmessage Other { string x = 1; }\nmessage Deal {\n  string id = 1;\n  sint64 amount = 2;\n  repeated string tags = 3;\n  Doc doc = 4;\n  message Doc { string stage = 1; }\n}\n",
+    )
+    .unwrap();
+    let schema = ProtobufSchema::compile(&proto, Some("crm.Deal")).unwrap();
+    assert_eq!(
+        schema.message_indexes(),
+        [2, 2],
+        "one index: the second message"
+    );
+    let mut protobuf = format(ValueFormat::Protobuf, Envelope::None);
+    protobuf.protobuf = Some(Arc::new(schema));
+    let fields = ValueEncoding::Json(vec![
+        ("id".into(), FieldValue::Column("id".into())),
+        ("amount".into(), FieldValue::Column("amount".into())),
+        ("tags".into(), FieldValue::Column("tags".into())),
+        ("doc".into(), FieldValue::Column("doc".into())),
+    ]);
+    let (records, encoded) = run(&spec(fields), &protobuf);
+    let value = encoded.value.unwrap();
+    assert_eq!(
+        (value.kind, value.name.as_str()),
+        (SchemaKind::Protobuf, "crm.Deal")
+    );
+    let row0 = records[0].value.as_ref().unwrap();
+    assert_eq!(
+        &row0[FRAME_LEN..],
+        &[
+            2, 2, // message indexes: [1]
+            0x0a, 1, b'a', // id = "a"
+            0x10, 2, // amount = 1 (zig-zag)
+            0x1a, 1, b'a', 0x1a, 1, b'b', // tags, one entry each
+            0x22, 5, 0x0a, 3, b'w', b'o', b'n', // doc { stage = "won" }
+        ][..]
+    );
+    let missing = ValueEncoding::Json(vec![("nope".into(), FieldValue::Column("id".into()))]);
+    let mut out = Vec::new();
+    let error = encode(&batch(), &spec(missing), &protobuf, &mut out).unwrap_err();
+    assert_eq!(
+        error.0,
+        "Message crm.Deal has no field `nope`; add it to the .proto or leave it out of the record."
+    );
+}

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use sluice_encoding::SubjectStrategy;
+use sluice_encoding::{SchemaKind, WriterSchema};
 use sluice_registry::{HttpRegistry, RegistrySettings, SchemaRegistry};
 use sluice_source::{ChangeFeed, SourceOptions};
 
@@ -124,11 +124,17 @@ fn check_registry(config: &PipelineConfig, settings: &RegistrySettings) -> Findi
         Err(e) => return Finding::problem("registry", e),
     };
     let format = config.format();
-    let subject = match config.sink.encoding.subject_name_strategy {
-        SubjectStrategy::Topic => format!("{}-value", config.sink.topic),
-        SubjectStrategy::Record => format.full_name(),
-        SubjectStrategy::TopicRecord => format!("{}-{}", config.sink.topic, format.full_name()),
+    let value = WriterSchema {
+        kind: SchemaKind::Avro,
+        text: String::new(),
+        name: format.value_name(),
     };
+    let subject =
+        config
+            .sink
+            .encoding
+            .subject_name_strategy
+            .subject(&config.sink.topic, false, &value);
     match registry.compatibility(&subject) {
         Ok(level) => Finding::ok(
             "registry",

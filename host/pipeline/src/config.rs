@@ -5,7 +5,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use sluice_encoding::{Envelope, Format, KeyFormat, SubjectStrategy, ValueFormat};
+use std::sync::Arc;
+
+use sluice_encoding::{
+    Envelope, Format, KeyFormat, ProtobufSchema, SubjectStrategy, ValueFormat, invalid_avro_name,
+};
 use sluice_registry::{RegistryAuth, RegistrySettings};
 
 /// A pipeline: one table's change feed, one transform, one Kafka topic.
@@ -195,10 +199,20 @@ pub struct SinkSection {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EncodingSection {
-    /// `json` (default), `avro` or `json-schema`; the last two in Confluent's wire
-    /// format with a schema derived from the table and registered in the schema registry.
+    /// `json` (default), `avro`, `json-schema` or `protobuf`; all but `json` in
+    /// Confluent's wire format, with a schema registered in the schema registry: derived
+    /// from the table, or for `protobuf` the message of `protobuf_schema`.
     #[serde(default)]
     pub value: ValueFormat,
+    /// With `value = "protobuf"`: the `.proto` file (relative to the config file).
+    #[serde(default)]
+    pub protobuf_schema: Option<PathBuf>,
+    /// With `value = "protobuf"`: the message's full name (default: the file's first).
+    #[serde(default)]
+    pub protobuf_message: Option<String>,
+    /// The compiled message, read when the config is.
+    #[serde(skip)]
+    pub protobuf: Option<Arc<ProtobufSchema>>,
     /// `string` (default: the key's value as text) or `avro` (a framed Avro primitive).
     #[serde(default)]
     pub key: KeyFormat,
@@ -365,14 +379,6 @@ fn default_log_messages_per_second() -> u32 {
 }
 fn default_connect_timeout() -> Duration {
     Duration::from_secs(30)
-}
-
-fn value_format_name(format: ValueFormat) -> &'static str {
-    match format {
-        ValueFormat::Json => "json",
-        ValueFormat::Avro => "avro",
-        ValueFormat::JsonSchema => "json-schema",
-    }
 }
 
 /// Resolves a `${env:NAME}` or `${file:PATH}` reference (a file relative to `base`,
@@ -552,13 +558,55 @@ impl PipelineConfig {
     /// Checks `[sink.encoding]` against `[sink.schema_registry]` and resolves the
     /// registry's secret references and paths.
     fn check_encoding(&mut self, base: &Path) -> Result<(), String> {
+        let encoding = &mut self.sink.encoding;
+        for (key, value, dotted) in [
+            ("record_name", &encoding.record_name, false),
+            ("namespace", &encoding.namespace, true),
+        ] {
+            if let Some(problem) = value.as_deref().and_then(|v| invalid_avro_name(v, dotted)) {
+                return Err(format!("[sink.encoding] {key} {problem}"));
+            }
+        }
+        if encoding.subject_name_strategy != SubjectStrategy::Topic
+            && encoding.record_name.is_none()
+            && encoding.value != ValueFormat::Protobuf
+        {
+            return Err(
+                "[sink.encoding] subject_name_strategy names subjects after the record: set record_name (and namespace) so this pipeline's subjects are its own".to_string(),
+            );
+        }
+        match (encoding.value, &encoding.protobuf_schema) {
+            (ValueFormat::Protobuf, None) => {
+                return Err(
+                    "[sink.encoding] value = \"protobuf\" needs protobuf_schema: the .proto file whose message values are written as".to_string(),
+                );
+            }
+            (ValueFormat::Protobuf, Some(path)) => {
+                if encoding.envelope == Envelope::Debezium {
+                    return Err(
+                        "[sink.encoding] envelope = \"debezium\" is written as avro, json-schema or json, not protobuf".to_string(),
+                    );
+                }
+                let schema =
+                    ProtobufSchema::compile(&base.join(path), encoding.protobuf_message.as_deref())
+                        .map_err(|e| format!("[sink.encoding] protobuf_schema: {e}"))?;
+                encoding.protobuf = Some(Arc::new(schema));
+            }
+            (_, Some(_)) => {
+                return Err(
+                    "[sink.encoding] protobuf_schema is only used with value = \"protobuf\""
+                        .to_string(),
+                );
+            }
+            (_, None) => {}
+        }
         let encoding = &self.sink.encoding;
         let framed = encoding.value != ValueFormat::Json || encoding.key == KeyFormat::Avro;
         match self.sink.schema_registry.as_mut() {
             None if framed => Err(format!(
                 "[sink.encoding] {} needs a schema registry: add [sink.schema_registry] with its url",
                 if encoding.value != ValueFormat::Json {
-                    format!("value = \"{}\"", value_format_name(encoding.value))
+                    format!("value = \"{}\"", encoding.value.name())
                 } else {
                     "key = \"avro\"".to_string()
                 }
@@ -624,6 +672,7 @@ impl PipelineConfig {
             namespace: encoding.namespace.clone().unwrap_or(defaults.namespace),
             pipeline: self.pipeline.name.clone(),
             table: self.source.table.clone(),
+            protobuf: encoding.protobuf.clone(),
         }
     }
 

@@ -35,6 +35,9 @@ pub enum PipelineError {
         /// The module's error.
         source: TransformError,
     },
+    /// The schema registry's client could not be made (its certificate authority).
+    #[error(transparent)]
+    RegistryClient(Box<sluice_registry::RegistryError>),
     /// The schema registry did not give a schema's id.
     #[error("Pipeline {pipeline} stopped at table {table} version {version}: {source}")]
     Registry {

@@ -26,6 +26,7 @@ pub struct PipelineMetrics {
     traps: AtomicU64,
     host_limits: AtomicU64,
     sink_retries: AtomicU64,
+    registry_retries: AtomicU64,
     batches: AtomicU64,
     guest_nanos: AtomicU64,
     buckets: [AtomicU64; BATCH_SECONDS_BUCKETS.len()],
@@ -136,6 +137,8 @@ pub struct MetricsSnapshot {
     pub host_limits: u64,
     /// Times the pipeline redid work after Kafka aborted a transaction.
     pub sink_retries: u64,
+    /// Times the pipeline redid work after the schema registry did not answer.
+    pub registry_retries: u64,
     /// Batches through the module.
     pub batches: u64,
     /// Seconds spent in the module (wall time of its calls).
@@ -200,6 +203,10 @@ impl PipelineMetrics {
         self.sink_retries.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn count_registry_retry(&self) {
+        self.registry_retries.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn record_commit(&self, rows: u64, records: u64, bytes: u64, position: Position) {
         self.rows_in.fetch_add(rows, Ordering::Relaxed);
         self.records_out.fetch_add(records, Ordering::Relaxed);
@@ -242,6 +249,7 @@ impl PipelineMetrics {
             traps: load(&self.traps),
             host_limits: load(&self.host_limits),
             sink_retries: load(&self.sink_retries),
+            registry_retries: load(&self.registry_retries),
             batches: load(&self.batches),
             guest_seconds: load(&self.guest_nanos) as f64 / 1e9,
             batch_seconds_buckets: std::array::from_fn(|i| load(&self.buckets[i])),

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_encoding::SNAPSHOT_METADATA;
+use sluice_encoding::{Framed, SNAPSHOT_METADATA};
 use sluice_sink::SinkRecord;
 use sluice_source::{ChangeBatch, ChangeFeed, Position, SourceError};
 use tokio::task::JoinHandle;
@@ -38,6 +38,9 @@ pub(crate) struct PreparedBatch {
     pub bytes: u64,
     /// Rows the module failed on that the error policy let through.
     pub failed: u64,
+    /// Records whose keys or values wait for a schema id (the module's records come
+    /// first in `records`, at the indexes the helpers gave them).
+    pub framed: Vec<Framed>,
 }
 
 /// What the transformer hands the loop.
@@ -195,6 +198,19 @@ async fn transform(
                 };
                 free.extend(stage);
                 metrics.record_stage(Stage::Transform, took);
+                // Schema ids in batch order: a new schema version is registered after
+                // the batches written with the one before it.
+                let prepared = match prepared {
+                    Prepared::Batch(mut batch) => {
+                        let framed = std::mem::take(&mut batch.framed);
+                        let records = std::mem::take(&mut batch.records);
+                        match builder.frame(records, framed, batch.end.version).await {
+                            Ok(records) => Prepared::Batch(PreparedBatch { records, ..batch }),
+                            Err(error) => Prepared::Failed(error),
+                        }
+                    }
+                    failed => failed,
+                };
                 let failed = matches!(prepared, Prepared::Failed(_));
                 if out.send(prepared, bytes).await.is_err() || failed {
                     break;
@@ -239,16 +255,13 @@ fn prepare(
     builder: &RecordBuilder,
     batch: &ChangeBatch,
 ) -> (Prepared, usize) {
-    let output = stage
-        .apply(&batch.batch)
-        .map(|mut output| builder.frame(batch, &mut output).map(|()| output));
-    match output {
-        Ok(Err(error)) => (Prepared::Failed(error), 0),
-        Ok(Ok(output)) => {
+    match stage.apply(&batch.batch) {
+        Ok(mut output) => {
             let made_by = MadeBy {
                 name: stage.name(),
                 digest: stage.digest(),
             };
+            let framed = std::mem::take(&mut output.framed);
             let built = builder.build(batch, output, made_by);
             let bytes = built.bytes as usize;
             let prepared = Prepared::Batch(PreparedBatch {
@@ -257,6 +270,7 @@ fn prepare(
                 records: built.records,
                 bytes: built.bytes,
                 failed: built.failed,
+                framed,
             });
             (prepared, bytes)
         }

@@ -2,6 +2,7 @@
 //! module's records with their origin (and change headers when asked for), and a dead
 //! letter per failed row when the pipeline has a dead-letter topic.
 
+use sluice_encoding::Framed;
 use sluice_model::helpers::CHANGE_COLUMNS;
 use sluice_model::{Column, JsonObject, Value};
 use sluice_sink::{RecordOrigin, SinkRecord};
@@ -64,20 +65,24 @@ impl RecordBuilder {
         }
     }
 
-    /// Writes the schema ids into the records of `output` the helpers framed.
-    pub(crate) fn frame(
+    /// `records` with the schema ids written into those the helpers framed (`framed`),
+    /// or the error that stops the pipeline at `version` when the registry does not
+    /// give them.
+    pub(crate) async fn frame(
         &self,
-        batch: &ChangeBatch,
-        output: &mut StageOutput,
-    ) -> Result<(), PipelineError> {
+        records: Vec<SinkRecord>,
+        framed: Vec<Framed>,
+        version: u64,
+    ) -> Result<Vec<SinkRecord>, PipelineError> {
         let Some(ids) = &self.schema_ids else {
-            return Ok(());
+            return Ok(records);
         };
-        ids.frame(&mut output.records, &output.framed)
+        ids.frame(records, framed)
+            .await
             .map_err(|source| PipelineError::Registry {
                 pipeline: self.pipeline.clone(),
                 table: self.table.clone(),
-                version: batch.end.version,
+                version,
                 source: Box::new(source),
             })
     }

@@ -153,12 +153,7 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
 ) -> Result<RunSummary, PipelineError> {
     let name = config.pipeline.name.as_str();
     let schema_ids = SchemaIds::for_config(config)
-        .map_err(|source| PipelineError::Registry {
-            pipeline: name.to_string(),
-            table: config.source.table.clone(),
-            version: 0,
-            source: Box::new(source),
-        })?
+        .map_err(|e| PipelineError::RegistryClient(Box::new(e)))?
         .map(Arc::new);
     let Started {
         feed,
@@ -324,7 +319,10 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
                             1
                         };
                         tracing::warn!(pipeline = name, error = %e, position = %self.summary.position, "Redoing the work from the last committed position.");
-                        self.metrics.count_sink_retry();
+                        match &e {
+                            PipelineError::Registry { .. } => self.metrics.count_registry_retry(),
+                            _ => self.metrics.count_sink_retry(),
+                        }
                         tokio::time::sleep(RETRY_PAUSE).await;
                         if let PipelineError::Sink(e) = &e
                             && e.needs_reconnect()

@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use sluice_encoding::{FRAME_LEN, Framed, SubjectStrategy, WriterSchema, write_id};
-use sluice_engine::OutputRecord;
+use sluice_encoding::{Framed, SubjectStrategy, WriterSchema, write_id};
 use sluice_registry::{HttpRegistry, RegistryError, SchemaRegistry};
+use sluice_sink::SinkRecord;
 
 use crate::config::PipelineConfig;
+use crate::work::blocking_step;
 
 /// A pipeline's registry, its subject naming and the ids it already has.
 pub(crate) struct SchemaIds {
@@ -17,7 +18,7 @@ pub(crate) struct SchemaIds {
     strategy: SubjectStrategy,
     topic: String,
     pipeline: String,
-    known: Mutex<HashMap<(String, String), u32>>,
+    known: Mutex<HashMap<(String, Arc<WriterSchema>), u32>>,
 }
 
 impl SchemaIds {
@@ -41,49 +42,92 @@ impl SchemaIds {
         }
     }
 
-    /// Writes the schema id into every framed key and value of `records`.
-    pub(crate) fn frame(
+    /// Writes the schema ids into the framed keys and values of `records`, asking the
+    /// registry only with `ask` (else it fails with `None`, having written nothing, when
+    /// an id is not known yet).
+    fn write_ids(
         &self,
-        records: &mut [OutputRecord],
+        records: &mut [SinkRecord],
         framed: &[Framed],
-    ) -> Result<(), RegistryError> {
-        for call in framed {
-            for record in &mut records[call.records.clone()] {
-                let topic = record.topic.as_deref().unwrap_or(&self.topic).to_string();
-                if let (Some(schema), Some(key)) = (&call.key, record.key.as_mut()) {
-                    self.write(&topic, true, schema, key)?;
-                }
-                if let (Some(schema), Some(value)) = (&call.value, record.value.as_mut()) {
-                    self.write(&topic, false, schema, value)?;
+        ask: bool,
+    ) -> Result<Option<()>, RegistryError> {
+        // Every id first, so nothing is written unless all are known.
+        let mut ids: Vec<(usize, Option<String>, bool, u32)> = Vec::new();
+        for (call, framed) in framed.iter().enumerate() {
+            for record in &records[framed.records.clone()] {
+                for (is_key, schema, present) in [
+                    (true, &framed.key, record.key.is_some()),
+                    (false, &framed.value, record.value.is_some()),
+                ] {
+                    let Some(schema) = schema.as_ref().filter(|_| present) else {
+                        continue;
+                    };
+                    let seen = ids
+                        .iter()
+                        .any(|(c, t, k, _)| *c == call && *t == record.topic && *k == is_key);
+                    if seen {
+                        continue;
+                    }
+                    let topic = record.topic.as_deref().unwrap_or(&self.topic);
+                    let subject = self.strategy.subject(topic, is_key, schema);
+                    let Some(id) = self.id(subject, schema, ask)? else {
+                        return Ok(None);
+                    };
+                    ids.push((call, record.topic.clone(), is_key, id));
                 }
             }
         }
-        Ok(())
-    }
-
-    fn write(
-        &self,
-        topic: &str,
-        is_key: bool,
-        schema: &WriterSchema,
-        bytes: &mut [u8],
-    ) -> Result<(), RegistryError> {
-        debug_assert!(bytes.len() >= FRAME_LEN, "the helpers left a placeholder");
-        let subject = self.strategy.subject(topic, is_key, schema);
-        let id = self.id(subject, schema)?;
-        write_id(bytes, id);
-        Ok(())
-    }
-
-    fn id(&self, subject: String, schema: &WriterSchema) -> Result<u32, RegistryError> {
-        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = (subject, schema.text.clone());
-        if let Some(&id) = known.get(&entry) {
-            return Ok(id);
+        for (call, framed) in framed.iter().enumerate() {
+            for record in &mut records[framed.records.clone()] {
+                let id_of = |is_key: bool| {
+                    ids.iter()
+                        .find(|(c, t, k, _)| *c == call && *t == record.topic && *k == is_key)
+                        .map(|(.., id)| *id)
+                };
+                if let (Some(id), Some(key)) = (id_of(true), record.key.as_mut()) {
+                    write_id(key, id);
+                }
+                if let (Some(id), Some(value)) = (id_of(false), record.value.as_mut()) {
+                    write_id(value, id);
+                }
+            }
         }
-        // Not holding the lock over the request: other stages keep framing records of
-        // schemas already known.
-        drop(known);
+        Ok(Some(()))
+    }
+
+    /// `records` with ids written into those `framed` names, registering schemas the
+    /// registry does not know yet (a blocking request, off the runtime's threads).
+    pub(crate) async fn frame(
+        self: &Arc<Self>,
+        mut records: Vec<SinkRecord>,
+        framed: Vec<Framed>,
+    ) -> Result<Vec<SinkRecord>, RegistryError> {
+        if framed.is_empty() || self.write_ids(&mut records, &framed, false)?.is_some() {
+            return Ok(records);
+        }
+        let ids = self.clone();
+        blocking_step(move || ids.write_ids(&mut records, &framed, true).map(|_| records)).await
+    }
+
+    /// The id of `schema` under `subject`: known, or (with `ask`) from the registry.
+    fn id(
+        &self,
+        subject: String,
+        schema: &Arc<WriterSchema>,
+        ask: bool,
+    ) -> Result<Option<u32>, RegistryError> {
+        let entry = (subject, schema.clone());
+        if let Some(&id) = self
+            .known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&entry)
+        {
+            return Ok(Some(id));
+        }
+        if !ask {
+            return Ok(None);
+        }
         let id = self.registry.register(&entry.0, schema)?;
         tracing::info!(
             pipeline = self.pipeline,
@@ -96,7 +140,7 @@ impl SchemaIds {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(entry, id);
-        Ok(id)
+        Ok(Some(id))
     }
 }
 
@@ -136,13 +180,23 @@ mod tests {
         })
     }
 
-    fn record(topic: Option<&str>, value: Option<&[u8]>) -> OutputRecord {
-        OutputRecord {
+    fn record(topic: Option<&str>, value: Option<&[u8]>) -> SinkRecord {
+        SinkRecord {
             topic: topic.map(str::to_string),
+            partition: None,
             key: Some(b"k".to_vec()),
             value: value.map(<[u8]>::to_vec),
-            ..OutputRecord::default()
+            headers: Vec::new(),
+            origin: None,
         }
+    }
+
+    fn frame(
+        ids: &SchemaIds,
+        records: &mut [SinkRecord],
+        framed: &[Framed],
+    ) -> Result<(), RegistryError> {
+        ids.write_ids(records, framed, true).map(drop)
     }
 
     #[test]
@@ -161,7 +215,7 @@ mod tests {
             key: None,
             value: Some(schema("v1")),
         }];
-        ids.frame(&mut records, &framed).unwrap();
+        frame(&ids, &mut records, &framed).unwrap();
         assert_eq!(
             records[0].value.as_deref(),
             Some(&b"plain"[..]),
@@ -183,7 +237,7 @@ mod tests {
             key: None,
             value: Some(schema("v1")),
         }];
-        ids.frame(&mut again, &framed).unwrap();
+        frame(&ids, &mut again, &framed).unwrap();
         assert_eq!(
             registry.registrations(),
             2,
@@ -202,7 +256,7 @@ mod tests {
             key: None,
             value: Some(schema("v1")),
         }];
-        ids.frame(&mut records, &first).unwrap();
+        frame(&ids, &mut records, &first).unwrap();
         registry.freeze("deals-value", "BACKWARD");
         let mut records = vec![record(None, Some(&placeholder))];
         let second = [Framed {
@@ -210,7 +264,7 @@ mod tests {
             key: None,
             value: Some(schema("v2")),
         }];
-        let error = ids.frame(&mut records, &second).unwrap_err();
+        let error = frame(&ids, &mut records, &second).unwrap_err();
         assert!(
             matches!(&error, RegistryError::Incompatible { subject, level, .. } if subject == "deals-value" && level == "BACKWARD")
         );

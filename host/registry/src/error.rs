@@ -5,7 +5,7 @@
 pub enum RegistryError {
     /// No answer: connection refused, timeout, TLS failure.
     #[error(
-        "The schema registry at {url} did not answer: {detail}. Check [sink.schema-registry] url, that the registry runs and this host can reach it (and its certificate authority, ca-location, for https)."
+        "The schema registry at {url} did not answer: {detail}. Check [sink.schema_registry] url, that the registry runs and this host can reach it (and, for https, its certificate authority: ca_location)."
     )]
     Unreachable {
         /// The registry's address.
@@ -15,12 +15,24 @@ pub enum RegistryError {
     },
     /// The credentials were refused.
     #[error(
-        "The schema registry at {url} refused the credentials (HTTP {status}: {message}). Check [sink.schema-registry] username and password (an API key and secret on Confluent Cloud) or token."
+        "The schema registry at {url} refused the credentials (HTTP {status}: {message}). Check [sink.schema_registry] username and password (an API key and secret on Confluent Cloud) or token."
     )]
     Unauthorized {
         /// The registry's address.
         url: String,
         /// 401 or 403.
+        status: u16,
+        /// The registry's message.
+        message: String,
+    },
+    /// The registry is there but cannot serve now (HTTP 5xx, or 429: too many requests).
+    #[error(
+        "The schema registry at {url} cannot serve now (HTTP {status}: {message}); the pipeline retries."
+    )]
+    Unavailable {
+        /// The registry's address.
+        url: String,
+        /// The HTTP status.
         status: u16,
         /// The registry's message.
         message: String,
@@ -41,7 +53,7 @@ pub enum RegistryError {
     },
     /// Any other refusal.
     #[error(
-        "The schema registry at {url} refused to register a schema under subject `{subject}` (HTTP {status}: {message})."
+        "The schema registry at {url} refused to register a schema under subject `{subject}` (HTTP {status}: {message}). Check [sink.encoding] (record_name and namespace must be names the format allows) and that the registry accepts this schema type."
     )]
     Refused {
         /// The registry's address.
@@ -59,6 +71,9 @@ impl RegistryError {
     /// Whether trying again later may succeed (the registry was away), as opposed to a
     /// refusal that stands until someone changes something.
     pub fn is_transient(&self) -> bool {
-        matches!(self, RegistryError::Unreachable { .. })
+        matches!(
+            self,
+            RegistryError::Unreachable { .. } | RegistryError::Unavailable { .. }
+        )
     }
 }

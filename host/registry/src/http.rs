@@ -70,7 +70,7 @@ impl HttpRegistry {
                 .collect::<Result<Vec<Certificate<'static>>, _>>()
                 .map_err(|e| RegistryError::Unreachable {
                     url: url.clone(),
-                    detail: format!("its certificate authority (ca-location) is not PEM: {e}"),
+                    detail: format!("its certificate authority (ca_location) is not PEM: {e}"),
                 })?;
             config = config.tls_config(
                 TlsConfig::builder()
@@ -126,6 +126,13 @@ impl HttpRegistry {
         let body = serde_json::from_str(&text).unwrap_or(Json::String(text));
         if status == 401 || status == 403 {
             return Err(RegistryError::Unauthorized {
+                url: self.url.clone(),
+                status,
+                message: message(&body),
+            });
+        }
+        if status == 429 || status >= 500 {
+            return Err(RegistryError::Unavailable {
                 url: self.url.clone(),
                 status,
                 message: message(&body),
@@ -212,10 +219,6 @@ impl SchemaRegistry for HttpRegistry {
                 message: format!("no compatibility level in its answer: {}", message(&body)),
             }),
         }
-    }
-
-    fn location(&self) -> String {
-        self.url.clone()
     }
 }
 

@@ -5,16 +5,18 @@
 //! refuse a change), the compatibility level that applies to a subject (to say why a
 //! change was refused), and whether it answers at all (`sluice check`). They sit
 //! behind [`SchemaRegistry`]: [`HttpRegistry`] talks to a real one, [`MemoryRegistry`]
-//! keeps schemas in memory for unit tests.
+//! keeps schemas in memory for unit tests (feature `memory`).
 
 mod error;
 mod http;
+#[cfg(feature = "memory")]
 mod memory;
 
 use sluice_encoding::WriterSchema;
 
 pub use error::RegistryError;
 pub use http::{HttpRegistry, RegistryAuth, RegistrySettings};
+#[cfg(feature = "memory")]
 pub use memory::MemoryRegistry;
 
 /// A schema registry.
@@ -26,7 +28,4 @@ pub trait SchemaRegistry: Send + Sync {
     /// The compatibility level that applies to `subject`: its own, or the registry's
     /// default.
     fn compatibility(&self, subject: &str) -> Result<String, RegistryError>;
-
-    /// Where the registry is, for messages.
-    fn location(&self) -> String;
 }

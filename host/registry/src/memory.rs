@@ -31,25 +31,28 @@ impl MemoryRegistry {
     /// Makes `subject` refuse any schema it does not have yet, as a registry at
     /// compatibility `level` refuses an incompatible one.
     pub fn freeze(&self, subject: &str, level: &str) {
-        let mut state = self.state.lock().expect("registry lock");
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.frozen.insert(subject.to_string(), level.to_string());
     }
 
     /// The ids registered under `subject`, oldest first.
     pub fn versions(&self, subject: &str) -> Vec<u32> {
-        let state = self.state.lock().expect("registry lock");
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.subjects.get(subject).cloned().unwrap_or_default()
     }
 
     /// How many times `register` was called.
     pub fn registrations(&self) -> usize {
-        self.state.lock().expect("registry lock").registrations
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .registrations
     }
 }
 
 impl SchemaRegistry for MemoryRegistry {
     fn register(&self, subject: &str, schema: &WriterSchema) -> Result<u32, RegistryError> {
-        let mut state = self.state.lock().expect("registry lock");
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.registrations += 1;
         let next = state.ids.len() as u32 + 1;
         let id = *state.ids.get(&schema.text).unwrap_or(&next);
@@ -60,7 +63,7 @@ impl SchemaRegistry for MemoryRegistry {
         let existing = state.subjects.get(subject).is_some_and(|v| !v.is_empty());
         if let Some(level) = state.frozen.get(subject).filter(|_| existing) {
             return Err(RegistryError::Incompatible {
-                url: self.location(),
+                url: "memory".to_string(),
                 subject: subject.to_string(),
                 level: level.clone(),
                 message: "the subject is frozen".to_string(),
@@ -76,15 +79,11 @@ impl SchemaRegistry for MemoryRegistry {
     }
 
     fn compatibility(&self, subject: &str) -> Result<String, RegistryError> {
-        let state = self.state.lock().expect("registry lock");
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         Ok(state
             .frozen
             .get(subject)
             .cloned()
             .unwrap_or_else(|| "NONE".to_string()))
-    }
-
-    fn location(&self) -> String {
-        "memory".to_string()
     }
 }

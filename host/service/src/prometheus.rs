@@ -52,7 +52,7 @@ pub fn render(statuses: &[PipelineStatus]) -> String {
     family(
         "sluice_pipeline_errors_total",
         "counter",
-        "Failures by kind: row (a row the module failed on), batch (rows of a batch that failed as a whole), trap (module traps, retries included), host_limit (the traps where the module made the host spend past its budgets), sink_retry (work redone after Kafka aborted a transaction).",
+        "Failures by kind: row (a row the module failed on), batch (rows of a batch that failed as a whole), trap (module traps, retries included), host_limit (the traps where the module made the host spend past its budgets), sink_retry (work redone after Kafka aborted a transaction), registry_retry (work redone after the schema registry did not answer).",
         &mut |out: &mut String| {
             for s in statuses {
                 let c = &s.counters;
@@ -62,6 +62,7 @@ pub fn render(statuses: &[PipelineStatus]) -> String {
                     ("trap", c.traps),
                     ("host_limit", c.host_limits),
                     ("sink_retry", c.sink_retries),
+                    ("registry_retry", c.registry_retries),
                 ] {
                     let _ = writeln!(
                         out,

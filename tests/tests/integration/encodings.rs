@@ -60,7 +60,7 @@ fn versions(subject: &str) -> Vec<u64> {
 }
 
 #[test]
-fn avro_and_json_schema_decode_to_the_motivating_records_in_every_sdk() {
+fn avro_json_schema_and_protobuf_decode_to_the_motivating_records_in_every_sdk() {
     let work = tempfile::tempdir().unwrap();
     let table = work.path().join("deals");
     deals_table(&table, &["scenario"]);
@@ -70,12 +70,22 @@ fn avro_and_json_schema_decode_to_the_motivating_records_in_every_sdk() {
             .lines()
             .map(str::to_string)
             .collect();
+    let proto = repo_root().join("tests/data/schemas/gold-deal.proto");
+    let proto = proto.to_str().unwrap();
+    let message = "crm.gold.Deal";
     for module in GOLD_DEALS_HELPERS {
-        for format in ["avro", "json-schema"] {
+        for format in ["avro", "json-schema", "protobuf"] {
             let topic = unique_topic(&format!("{module}-{format}"));
-            let files = pipeline(&table, module, &topic, &encoding(format, ""), "");
+            let (more, flags) = match format {
+                "protobuf" => (
+                    format!("protobuf_schema = \"{proto}\"\nprotobuf_message = \"{message}\""),
+                    vec!["--proto", proto, "--message", message],
+                ),
+                _ => (String::new(), Vec::new()),
+            };
+            let files = pipeline(&table, module, &topic, &encoding(format, &more), "");
             run_to_latest(&files.config);
-            let got = by_key(registry_decoded(&topic, format, &[]));
+            let got = by_key(registry_decoded(&topic, format, &flags));
             assert_eq!(got, golden, "{module} in {format}");
             assert_eq!(
                 versions(&format!("{topic}-value")),
@@ -83,6 +93,94 @@ fn avro_and_json_schema_decode_to_the_motivating_records_in_every_sdk() {
                 "{module} in {format}"
             );
         }
+    }
+}
+
+/// Whether `json` (Spark's rendering) and `avro` (Confluent's decoding of the Avro
+/// record) hold the same values: decimals decode as text, a map with non-string keys is
+/// an Avro array of key-value records, and the decoder's lines leave out every null
+/// field (a missing field is a null one).
+fn same_values(json: &Value, avro: &Value) -> bool {
+    match (json, avro) {
+        (Value::Object(json), Value::Object(avro)) => json.keys().chain(avro.keys()).all(|k| {
+            same_values(
+                json.get(k).unwrap_or(&Value::Null),
+                avro.get(k).unwrap_or(&Value::Null),
+            )
+        }),
+        (Value::Object(json), Value::Array(entries)) => {
+            json.len() == entries.len()
+                && entries.iter().all(|entry| {
+                    let key = match &entry["key"] {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    json.get(&key)
+                        .is_some_and(|v| same_values(v, entry.get("value").unwrap_or(&Value::Null)))
+                })
+        }
+        (Value::Array(json), Value::Array(avro)) => {
+            json.len() == avro.len() && json.iter().zip(avro).all(|(j, a)| same_values(j, a))
+        }
+        (Value::Number(json), Value::String(decimal)) => {
+            decimal.parse::<f64>().ok() == json.as_f64()
+        }
+        (Value::Number(json), Value::Number(avro)) => json.as_f64() == avro.as_f64(),
+        _ => json == avro,
+    }
+}
+
+#[test]
+fn whole_rows_of_every_delta_type_decode_from_avro() {
+    let table = repo_root().join("tests/data/cdf/update_all_types");
+    let rows = "behavior = \"rows\"";
+    let json_topic = unique_topic("all-types-json");
+    let files = pipeline(&table, "misbehaving/behaviors-c", &json_topic, "", rows);
+    run_to_latest(&files.config);
+    let avro_topic = unique_topic("all-types-avro");
+    let files = pipeline(
+        &table,
+        "misbehaving/behaviors-c",
+        &avro_topic,
+        &encoding("avro", ""),
+        rows,
+    );
+    run_to_latest(&files.config);
+
+    let json: Vec<Value> = consume_all(&json_topic)
+        .iter()
+        .map(|r| serde_json::from_str(r.value.as_deref().unwrap()).unwrap())
+        .collect();
+    let avro: Vec<Value> = registry_decoded(&avro_topic, "avro", &[])
+        .iter()
+        .map(|line| serde_json::from_str(line.split_once('\t').unwrap().1).unwrap())
+        .collect();
+    assert!(json.len() >= 10, "{} rows", json.len());
+    assert_eq!(avro.len(), json.len());
+    for (i, (json, avro)) in json.iter().zip(&avro).enumerate() {
+        assert!(
+            same_values(json, avro),
+            "row {i}:\n json {json}\n avro {avro}"
+        );
+    }
+    let schema = registry_get(&format!("/subjects/{avro_topic}-value/versions/latest"));
+    let schema: Value = serde_json::from_str(schema["schema"].as_str().unwrap()).unwrap();
+    let types: Vec<String> = schema["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["type"][1].to_string())
+        .collect();
+    for expected in [
+        r#"{"logicalType":"decimal","precision":12,"scale":3,"type":"bytes"}"#,
+        r#"{"logicalType":"date","type":"int"}"#,
+        r#"{"logicalType":"timestamp-micros","type":"long"}"#,
+        r#"{"logicalType":"local-timestamp-micros","type":"long"}"#,
+    ] {
+        assert!(
+            types.iter().any(|t| t == expected),
+            "{expected} in {types:?}"
+        );
     }
 }
 

@@ -1,9 +1,10 @@
 /*
  * A C module that breaks the host's limits on purpose, through the SDK, for the limit
  * tests. Parameter `behavior`: `loop` (never returns), `hog` (grows memory without
- * end) or `where` (has the host select the rows whose `documentId` is the parameter
- * `id` and encode them as JSON); anything else emits each row keyed by `documentId`,
- * its change type as value.
+ * end), `where` (has the host select the rows whose `documentId` is the parameter
+ * `id` and encode them as JSON) or `rows` (has the host encode every row, whole, in the
+ * pipeline's encoding); anything else emits each row keyed by `documentId`, its change
+ * type as value.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,12 @@ int sluice_transform(sluice_batch *batch, sluice_output *out) {
     }
     const sluice_field key = sluice_field_column("documentId");
     sluice_encode_spec spec = {.rows = rows, .key = &key};
+    return sluice_encode(out, &spec);
+  }
+  if (strcmp(behavior, "rows") == 0) {
+    static const sluice_change_type all[] = {SLUICE_INSERT, SLUICE_UPDATE_PREIMAGE, SLUICE_UPDATE_POSTIMAGE,
+                                             SLUICE_DELETE};
+    sluice_encode_spec spec = {.rows = sluice_select_change_types(batch, all, 4, NULL)};
     return sluice_encode(out, &spec);
   }
   static const char *names[] = {"insert", "update_preimage", "update_postimage", "delete"};

@@ -1,0 +1,452 @@
+//! Protobuf: values written in the wire format of a message the user supplies (a
+//! `.proto` file), each spec field into the message field of the same name.
+//!
+//! Arrow values go into the field's kind: integers into any integer kind, floats and
+//! integers into `double`/`float`, booleans into `bool`, binary and strings into
+//! `bytes`, strings into enums by value name, structs into messages field by field,
+//! timestamps into `google.protobuf.Timestamp`, lists into repeated fields (packed
+//! where proto3 packs them), maps into map fields; a `string` field takes any value as
+//! Spark casts it to text. A null leaves the field unset.
+
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::DataType;
+use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
+use sluice_model::helpers::HelperError;
+use sluice_model::{Column, Value};
+
+use crate::fields::{self, SourceField};
+
+/// A message of a supplied `.proto` file that values are written as.
+#[derive(Clone, Debug)]
+pub struct ProtobufSchema {
+    /// The `.proto` file's text, as the registry stores it.
+    pub text: String,
+    /// The message.
+    pub message: MessageDescriptor,
+}
+
+impl PartialEq for ProtobufSchema {
+    fn eq(&self, other: &ProtobufSchema) -> bool {
+        self.text == other.text && self.message.full_name() == other.message.full_name()
+    }
+}
+
+impl Eq for ProtobufSchema {}
+
+impl ProtobufSchema {
+    /// Compiles the `.proto` file at `path` and picks `message` (its full name), or the
+    /// file's first message. A file that imports another (except Protobuf's well-known
+    /// types) is refused: the registry would need it as a reference.
+    pub fn compile(path: &Path, message: Option<&str>) -> Result<ProtobufSchema, String> {
+        let shown = path.display();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("the .proto file {shown} cannot be read: {e}"))?;
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(format!("{shown} is not a .proto file"));
+        };
+        let mut compiler = protox::Compiler::new([dir])
+            .map_err(|e| format!("the .proto file {shown} cannot be compiled: {e}"))?;
+        compiler
+            .open_file(name)
+            .map_err(|e| format!("the .proto file {shown} does not compile: {e}"))?;
+        let pool = compiler.descriptor_pool();
+        let file = pool
+            .files()
+            .find(|f| Path::new(f.name()) == Path::new(name))
+            .ok_or_else(|| format!("the .proto file {shown} compiled to nothing"))?;
+        if let Some(import) = file
+            .dependencies()
+            .find(|d| !d.name().starts_with("google/protobuf/"))
+        {
+            return Err(format!(
+                "the .proto file {shown} imports {}; Sluice registers one file, so put the messages it needs in it",
+                import.name()
+            ));
+        }
+        let message = match message {
+            Some(wanted) => file
+                .messages()
+                .chain(
+                    file.messages()
+                        .flat_map(|m| m.child_messages().collect::<Vec<_>>()),
+                )
+                .find(|m| m.full_name() == wanted)
+                .ok_or_else(|| {
+                    let names: Vec<String> =
+                        file.messages().map(|m| m.full_name().to_string()).collect();
+                    format!(
+                        "the .proto file {shown} has no message {wanted}; it has {}",
+                        names.join(", ")
+                    )
+                })?,
+            None => file
+                .messages()
+                .next()
+                .ok_or_else(|| format!("the .proto file {shown} has no message"))?,
+        };
+        Ok(ProtobufSchema { text, message })
+    }
+
+    /// Confluent's message indexes of the message: its path from the file's top-level
+    /// messages, written as zig-zag varints after the schema id. `[0]`, the first
+    /// message, is written as the single byte 0.
+    pub fn message_indexes(&self) -> Vec<u8> {
+        let mut path = Vec::new();
+        let mut message = self.message.clone();
+        loop {
+            match message.parent_message() {
+                Some(parent) => {
+                    let index = parent
+                        .child_messages()
+                        .position(|m| m == message)
+                        .unwrap_or(0);
+                    path.push(index as i64);
+                    message = parent;
+                }
+                None => {
+                    let index = message
+                        .parent_file()
+                        .messages()
+                        .position(|m| m == message)
+                        .unwrap_or(0);
+                    path.push(index as i64);
+                    break;
+                }
+            }
+        }
+        path.reverse();
+        let mut out = Vec::new();
+        if path == [0] {
+            out.push(0);
+            return out;
+        }
+        crate::avro::write_long(&mut out, path.len() as i64);
+        for index in path {
+            crate::avro::write_long(&mut out, index);
+        }
+        out
+    }
+}
+
+/// Writes rows of `fields` as `schema`'s message.
+pub(crate) struct MessageWriter {
+    fields: Vec<FieldWriter>,
+}
+
+struct FieldWriter {
+    number: u32,
+    array: ArrayRef,
+    node: Node,
+}
+
+enum Node {
+    /// A scalar of `kind` (not a message).
+    Scalar(Kind),
+    /// A message from a struct, field by field.
+    Message(MessageWriter),
+    /// `google.protobuf.Timestamp` from a timestamp.
+    Timestamp,
+    /// A repeated field from a list: items written as `item`.
+    Repeated(Box<FieldWriter>),
+    /// A map field: entries of key (field 1) and value (field 2).
+    Map(Box<FieldWriter>, Box<FieldWriter>),
+}
+
+impl MessageWriter {
+    /// A writer of `fields` into `message`; fails naming a field the message lacks or a
+    /// value its field cannot hold.
+    pub(crate) fn new(
+        message: &MessageDescriptor,
+        fields: &[SourceField],
+    ) -> Result<MessageWriter, HelperError> {
+        let mut writers = Vec::with_capacity(fields.len());
+        for field in fields {
+            let descriptor = message.get_field_by_name(&field.name).ok_or_else(|| {
+                HelperError(format!(
+                    "Message {} has no field `{}`; add it to the .proto or leave it out of the record.",
+                    message.full_name(),
+                    field.name
+                ))
+            })?;
+            writers.push(field_writer(&descriptor, &field.array, &field.name)?);
+        }
+        Ok(MessageWriter { fields: writers })
+    }
+
+    /// Writes the message of `row` (its fields, without a length).
+    pub(crate) fn write_row(&self, row: usize, out: &mut Vec<u8>) {
+        for field in &self.fields {
+            field.write(row, out);
+        }
+    }
+}
+
+fn field_writer(
+    descriptor: &FieldDescriptor,
+    array: &ArrayRef,
+    name: &str,
+) -> Result<FieldWriter, HelperError> {
+    let number = descriptor.number();
+    let node = if descriptor.is_map() {
+        let DataType::Map(..) = array.data_type() else {
+            return Err(mismatch(name, descriptor, array));
+        };
+        let Kind::Message(entry) = descriptor.kind() else {
+            return Err(mismatch(name, descriptor, array));
+        };
+        let map = array.as_map();
+        let key = field_writer(&entry.map_entry_key_field(), map.keys(), name)?;
+        let value = field_writer(&entry.map_entry_value_field(), map.values(), name)?;
+        Node::Map(Box::new(key), Box::new(value))
+    } else if descriptor.is_list() {
+        let items = match array.data_type() {
+            DataType::List(_) => array.as_list::<i32>().values().clone(),
+            DataType::LargeList(_) => array.as_list::<i64>().values().clone(),
+            _ => return Err(mismatch(name, descriptor, array)),
+        };
+        Node::Repeated(Box::new(single(descriptor, &items, name)?))
+    } else {
+        return single(descriptor, array, name);
+    };
+    Ok(FieldWriter {
+        number,
+        array: array.clone(),
+        node,
+    })
+}
+
+/// The writer of one (not repeated) value of `descriptor`'s kind from `array`.
+fn single(
+    descriptor: &FieldDescriptor,
+    array: &ArrayRef,
+    name: &str,
+) -> Result<FieldWriter, HelperError> {
+    let kind = descriptor.kind();
+    let data_type = array.data_type();
+    let fits = match &kind {
+        Kind::String => true,
+        Kind::Bytes => matches!(
+            data_type,
+            DataType::Binary
+                | DataType::LargeBinary
+                | DataType::BinaryView
+                | DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+        ),
+        Kind::Bool => *data_type == DataType::Boolean,
+        Kind::Double | Kind::Float => data_type.is_floating() || data_type.is_integer(),
+        Kind::Enum(_) => matches!(
+            data_type,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        ),
+        Kind::Message(message) => {
+            if message.full_name() == "google.protobuf.Timestamp" {
+                matches!(data_type, DataType::Timestamp(..))
+            } else {
+                matches!(data_type, DataType::Struct(_))
+            }
+        }
+        _ => data_type.is_integer(),
+    };
+    if !fits && *data_type != DataType::Null {
+        return Err(mismatch(name, descriptor, array));
+    }
+    let node = match kind {
+        Kind::Message(message) if message.full_name() == "google.protobuf.Timestamp" => {
+            Node::Timestamp
+        }
+        Kind::Message(message) => {
+            let fields = fields::struct_fields(array);
+            Node::Message(MessageWriter::new(&message, &fields)?)
+        }
+        kind => Node::Scalar(kind),
+    };
+    Ok(FieldWriter {
+        number: descriptor.number(),
+        array: array.clone(),
+        node,
+    })
+}
+
+fn mismatch(name: &str, descriptor: &FieldDescriptor, array: &ArrayRef) -> HelperError {
+    HelperError(format!(
+        "Field `{name}` holds Arrow type {}, which Protobuf field {} ({:?}{}) cannot take.",
+        array.data_type(),
+        descriptor.full_name(),
+        descriptor.kind(),
+        if descriptor.is_list() {
+            ", repeated"
+        } else {
+            ""
+        }
+    ))
+}
+
+const VARINT: u32 = 0;
+const FIXED64: u32 = 1;
+const LENGTH: u32 = 2;
+const FIXED32: u32 = 5;
+
+fn write_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn write_tag(out: &mut Vec<u8>, number: u32, wire: u32) {
+    write_varint(out, u64::from(number << 3 | wire));
+}
+
+fn write_length_delimited(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+    write_tag(out, number, LENGTH);
+    write_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+impl FieldWriter {
+    /// Writes the field for `row`, nothing when the value is null.
+    fn write(&self, row: usize, out: &mut Vec<u8>) {
+        if self.array.is_null(row) {
+            return;
+        }
+        match &self.node {
+            Node::Scalar(kind) => {
+                let value = Column::new(self.array.as_ref()).value(row);
+                write_scalar(out, self.number, kind, &value);
+            }
+            Node::Timestamp => {
+                let micros = match Column::new(self.array.as_ref()).value(row) {
+                    Value::Timestamp(m) | Value::TimestampNtz(m) => m,
+                    _ => 0,
+                };
+                let mut message = Vec::new();
+                let (seconds, nanos) = (
+                    micros.div_euclid(1_000_000),
+                    micros.rem_euclid(1_000_000) * 1000,
+                );
+                if seconds != 0 {
+                    write_tag(&mut message, 1, VARINT);
+                    write_varint(&mut message, seconds as u64);
+                }
+                if nanos != 0 {
+                    write_tag(&mut message, 2, VARINT);
+                    write_varint(&mut message, nanos as u64);
+                }
+                write_length_delimited(out, self.number, &message);
+            }
+            Node::Message(writer) => {
+                let mut message = Vec::new();
+                writer.write_row(row, &mut message);
+                write_length_delimited(out, self.number, &message);
+            }
+            Node::Repeated(item) => {
+                let range = fields::list_range(&self.array, row);
+                match &item.node {
+                    Node::Scalar(kind) if packable(kind) => {
+                        let mut packed = Vec::new();
+                        let items = Column::new(item.array.as_ref());
+                        for index in range {
+                            write_scalar_payload(&mut packed, kind, &items.value(index));
+                        }
+                        write_length_delimited(out, self.number, &packed);
+                    }
+                    _ => {
+                        for index in range {
+                            let mut one = Vec::new();
+                            item.write(index, &mut one);
+                            // The item writer tags with the item's own number, which is
+                            // this field's: repeated entries are the field repeated.
+                            out.extend_from_slice(&one);
+                        }
+                    }
+                }
+            }
+            Node::Map(key, value) => {
+                let map = self.array.as_map();
+                let offsets = map.value_offsets();
+                for entry in offsets[row] as usize..offsets[row + 1] as usize {
+                    let mut message = Vec::new();
+                    key.write(entry, &mut message);
+                    value.write(entry, &mut message);
+                    write_length_delimited(out, self.number, &message);
+                }
+            }
+        }
+    }
+}
+
+/// Numbers and booleans pack into one length-delimited run in proto3.
+fn packable(kind: &Kind) -> bool {
+    !matches!(kind, Kind::String | Kind::Bytes | Kind::Message(_))
+}
+
+fn wire_type(kind: &Kind) -> u32 {
+    match kind {
+        Kind::Double | Kind::Fixed64 | Kind::Sfixed64 => FIXED64,
+        Kind::Float | Kind::Fixed32 | Kind::Sfixed32 => FIXED32,
+        Kind::String | Kind::Bytes | Kind::Message(_) => LENGTH,
+        _ => VARINT,
+    }
+}
+
+fn write_scalar(out: &mut Vec<u8>, number: u32, kind: &Kind, value: &Value<'_>) {
+    if *value == Value::Null {
+        return;
+    }
+    write_tag(out, number, wire_type(kind));
+    if wire_type(kind) == LENGTH {
+        let mut bytes = Vec::new();
+        write_scalar_payload(&mut bytes, kind, value);
+        write_varint(out, bytes.len() as u64);
+        out.extend_from_slice(&bytes);
+    } else {
+        write_scalar_payload(out, kind, value);
+    }
+}
+
+/// The value's bytes without tag (and, for strings and bytes, without length).
+fn write_scalar_payload(out: &mut Vec<u8>, kind: &Kind, value: &Value<'_>) {
+    let int = || match value {
+        Value::Int(i) => *i,
+        Value::Boolean(b) => i64::from(*b),
+        _ => 0,
+    };
+    let float = || match value {
+        Value::Float(f) => *f,
+        Value::Int(i) => *i as f64,
+        _ => 0.0,
+    };
+    match kind {
+        Kind::String => out.extend_from_slice(value.to_text().unwrap_or_default().as_bytes()),
+        Kind::Bytes => match value {
+            Value::Bytes(b) => out.extend_from_slice(b),
+            Value::Str(s) => out.extend_from_slice(s.as_bytes()),
+            _ => {}
+        },
+        Kind::Bool => out.push(u8::from(matches!(value, Value::Boolean(true)))),
+        Kind::Double => out.extend_from_slice(&float().to_le_bytes()),
+        Kind::Float => out.extend_from_slice(&(float() as f32).to_le_bytes()),
+        Kind::Fixed64 | Kind::Sfixed64 => out.extend_from_slice(&int().to_le_bytes()),
+        Kind::Fixed32 | Kind::Sfixed32 => out.extend_from_slice(&(int() as i32).to_le_bytes()),
+        Kind::Sint32 | Kind::Sint64 => {
+            let n = int();
+            write_varint(out, ((n << 1) ^ (n >> 63)) as u64);
+        }
+        // Negative int32s are sign-extended to ten bytes, as protobuf does.
+        Kind::Int32 | Kind::Int64 | Kind::Uint32 | Kind::Uint64 => write_varint(out, int() as u64),
+        Kind::Enum(descriptor) => {
+            let number = match value {
+                Value::Str(name) => descriptor.get_value_by_name(name).map_or(0, |v| v.number()),
+                _ => 0,
+            };
+            write_varint(out, i64::from(number) as u64);
+        }
+        Kind::Message(_) => {}
+    }
+}
