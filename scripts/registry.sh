@@ -3,12 +3,21 @@
 # Apicurio Registry (in-memory storage) on 127.0.0.1, fetched from Maven Central.
 #
 # Usage: scripts/registry.sh install | start | stop | status | url
+#        scripts/registry.sh secured-start | secured-stop | secured-status | secured-url
+#
+# `secured-start` starts a second instance that speaks only https (the certificate
+# `scripts/kafka.sh start` made for the broker, signed by its test CA) and wants
+# credentials: HTTP basic (client id and secret, exchanged for a token at the OIDC
+# server kafka.sh runs, issuer `registry`) or a bearer token from that issuer. Start
+# the broker first.
 #
 # Apicurio 3 needs Java 21 or newer: a JDK under /usr/lib/jvm that is 21+ is used (set
 # SLUICE_REGISTRY_JAVA to pick one). Without one, Apicurio 2.6, which runs on Java 17,
 # is used instead; both serve the same Confluent API.
 #
-# Environment: SLUICE_REGISTRY_PORT (default 18081), SLUICE_CACHE (default
+# Environment: SLUICE_REGISTRY_PORT (default 18081; its management port is the next),
+# SLUICE_REGISTRY_SECURED_PORT (default 18083; the two after it are taken too),
+# SLUICE_OIDC_PORT and SLUICE_KAFKA_DIR as for kafka.sh, SLUICE_CACHE (default
 # ~/.cache/sluice) holds the distribution and the run folder (registry-run/).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +26,10 @@ port=${SLUICE_REGISTRY_PORT:-18081}
 management_port=$((port + 1))
 run_dir=$cache/registry-run
 pid_file=$run_dir/registry.pid
+secured_port=${SLUICE_REGISTRY_SECURED_PORT:-18083}
+secured_pid_file=$run_dir/registry-secured.pid
+tls_dir=${SLUICE_KAFKA_DIR:-$cache/kafka-run}/tls
+oidc=http://127.0.0.1:${SLUICE_OIDC_PORT:-19180}/registry
 mkdir -p "$run_dir"
 
 # The newest JDK of version 21 or later, or nothing.
@@ -77,7 +90,7 @@ install() {
 }
 
 running() {
-  [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null
+  [ -f "${1:-$pid_file}" ] && kill -0 "$(cat "${1:-$pid_file}")" 2>/dev/null
 }
 
 port_open() {
@@ -123,10 +136,66 @@ start() {
   exit 1
 }
 
-stop() {
-  if running; then
+secured_url() {
+  echo "https://127.0.0.1:$secured_port/apis/ccompat/v7"
+}
+
+# Whether the secured instance answers an authenticated request over https.
+secured_ready() {
+  python3 - "$(secured_url)" "$tls_dir/ca.crt" <<'PY' 2>/dev/null
+import base64, ssl, sys, urllib.request
+request = urllib.request.Request(sys.argv[1] + "/schemas/types")
+request.add_header("Authorization", "Basic " + base64.b64encode(b"sluice:secret").decode())
+urllib.request.urlopen(request, context=ssl.create_default_context(cafile=sys.argv[2]), timeout=2).read()
+PY
+}
+
+secured_start() {
+  install
+  if running "$secured_pid_file"; then
+    return
+  fi
+  if [ ! -f "$tls_dir/broker.crt" ]; then
+    echo "No test certificates in $tls_dir: run scripts/kafka.sh start first." >&2
+    exit 1
+  fi
+  if port_open "$secured_port"; then
+    echo "Port $secured_port is taken by another process; set SLUICE_REGISTRY_SECURED_PORT to a free port." >&2
+    exit 1
+  fi
+  # https only, on the broker's certificate; every request authenticated by the OIDC
+  # issuer `registry` (basic credentials are exchanged for its tokens).
+  nohup "$java_bin" -Xms64m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port=$((secured_port + 2)) \
+    -Dquarkus.http.ssl-port="$secured_port" -Dquarkus.http.insecure-requests=disabled \
+    -Dquarkus.http.ssl.certificate.files="$tls_dir/broker.crt" \
+    -Dquarkus.http.ssl.certificate.key-files="$tls_dir/broker.key" \
+    -Dquarkus.management.host=127.0.0.1 -Dquarkus.management.port=$((secured_port + 1)) \
+    -Dquarkus.oidc.tenant-enabled=true -Dquarkus.oidc.auth-server-url="$oidc" \
+    -Dquarkus.oidc.token-path="$oidc/token" -Dquarkus.oidc.client-id=registry-api \
+    -Dapicurio.authn.basic-client-credentials.enabled=true \
+    "${launch[@]}" >"$run_dir/registry-secured.log" 2>&1 &
+  echo $! >"$secured_pid_file"
+  for _ in $(seq 1 120); do
+    if ! running "$secured_pid_file"; then
+      echo "The secured schema registry exited during start-up; its log ($run_dir/registry-secured.log):" >&2
+      tail -n 30 "$run_dir/registry-secured.log" >&2
+      exit 1
+    fi
+    if secured_ready; then
+      echo "Secured schema registry (Apicurio $version) ready at $(secured_url)"
+      return
+    fi
+    sleep 0.5
+  done
+  echo "The secured schema registry did not become ready within 60 s; see $run_dir/registry-secured.log." >&2
+  exit 1
+}
+
+stop_one() {
+  if running "$1"; then
     local pid
-    pid=$(cat "$pid_file")
+    pid=$(cat "$1")
     kill "$pid"
     for _ in $(seq 1 20); do
       kill -0 "$pid" 2>/dev/null || break
@@ -134,7 +203,11 @@ stop() {
     done
     kill -9 "$pid" 2>/dev/null || true
   fi
-  rm -f "$pid_file"
+  rm -f "$1"
+}
+
+stop() {
+  stop_one "$pid_file"
 }
 
 status() {
@@ -152,8 +225,12 @@ case "${1:-}" in
   stop) stop ;;
   status) status ;;
   url) url ;;
+  secured-start) secured_start ;;
+  secured-stop) stop_one "$secured_pid_file" ;;
+  secured-status) running "$secured_pid_file" && secured_ready ;;
+  secured-url) secured_url ;;
   *)
-    echo "Usage: $0 install | start | stop | status | url" >&2
+    echo "Usage: $0 install | start | stop | status | url | secured-start | secured-stop | secured-status | secured-url" >&2
     exit 2
     ;;
 esac

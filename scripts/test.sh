@@ -29,9 +29,17 @@ if ! "$root/scripts/registry.sh" status >/dev/null 2>&1; then
   "$root/scripts/registry.sh" start
   started_registry=true
 fi
+# The second registry (https, credentials) uses the broker's certificates and its OIDC
+# server, so it starts after the broker.
+started_secured_registry=false
+if ! "$root/scripts/registry.sh" secured-status >/dev/null 2>&1; then
+  "$root/scripts/registry.sh" secured-start
+  started_secured_registry=true
+fi
 stop_services() {
   if $started_kafka; then "$root/scripts/kafka.sh" stop; fi
   if $started_registry; then "$root/scripts/registry.sh" stop; fi
+  if $started_secured_registry; then "$root/scripts/registry.sh" secured-stop; fi
   "$root/scripts/kafka.sh" cluster-stop
 }
 trap stop_services EXIT
@@ -48,6 +56,7 @@ export SLUICE_TEST_KAFKA_OAUTH=127.0.0.1:${SLUICE_KAFKA_OAUTH_PORT:-19098}
 export SLUICE_TEST_KAFKA_ELSEWHERE=127.0.0.1:${SLUICE_KAFKA_ELSEWHERE_PORT:-19099}
 export SLUICE_TEST_KAFKA_DIR=${SLUICE_KAFKA_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/kafka-run}
 export SLUICE_TEST_REGISTRY=$("$root/scripts/registry.sh" url)
+export SLUICE_TEST_REGISTRY_SECURED=$("$root/scripts/registry.sh" secured-url)
 export SLUICE_TEST_OIDC=http://127.0.0.1:${SLUICE_OIDC_PORT:-19180}
 
 cargo build --locked -p sluice -p sluice-bench

@@ -99,9 +99,22 @@ pub fn registry_url() -> String {
 /// own deserializers against the test registry (`tests/support/registry_consumer.py`):
 /// `format` is `avro` or `json-schema`; `flags` as the script takes them.
 pub fn registry_decoded(topic: &str, format: &str, flags: &[&str]) -> Vec<String> {
+    registry_decoded_at(&registry_url(), topic, format, flags)
+}
+
+/// The https address of the second test registry, which wants credentials (see
+/// `scripts/registry.sh secured-start`), from `SLUICE_TEST_REGISTRY_SECURED`.
+pub fn secured_registry_url() -> String {
+    std::env::var("SLUICE_TEST_REGISTRY_SECURED").expect(
+        "SLUICE_TEST_REGISTRY_SECURED is not set: run the suite with scripts/test.sh, which starts the secured schema registry",
+    )
+}
+
+/// [`registry_decoded`] against the registry at `registry`.
+pub fn registry_decoded_at(registry: &str, topic: &str, format: &str, flags: &[&str]) -> Vec<String> {
     let output = Command::new("python3")
         .arg(repo_root().join("tests/support/registry_consumer.py"))
-        .args([&kafka_bootstrap(), topic, &registry_url(), format])
+        .args([&kafka_bootstrap(), topic, registry, format])
         .args(flags)
         .output()
         .expect("python3 runs");

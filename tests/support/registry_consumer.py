@@ -9,6 +9,7 @@ pipeline writes.
 
     registry_consumer.py BOOTSTRAP TOPIC REGISTRY_URL avro|json-schema [--avro-keys] [--keep-nulls]
     registry_consumer.py BOOTSTRAP TOPIC REGISTRY_URL protobuf --proto FILE --message NAME
+    (any of them with --registry-ca PEM --registry-basic USER:PASSWORD for a secured registry)
 
 Protobuf needs the message's generated class, as a Protobuf consumer has: the .proto is
 compiled with protoc (grpcio-tools) into a temporary folder first.
@@ -85,9 +86,16 @@ def main():
     parser.add_argument("--keep-nulls", action="store_true")
     parser.add_argument("--proto")
     parser.add_argument("--message")
+    parser.add_argument("--registry-ca", help="PEM of the CA the registry's https certificate is from")
+    parser.add_argument("--registry-basic", help="user:password for the registry")
     args = parser.parse_args()
 
-    registry = SchemaRegistryClient({"url": args.registry})
+    registry_config = {"url": args.registry}
+    if args.registry_ca:
+        registry_config["ssl.ca.location"] = args.registry_ca
+    if args.registry_basic:
+        registry_config["basic.auth.user.info"] = args.registry_basic
+    registry = SchemaRegistryClient(registry_config)
     if args.format == "avro":
         values = AvroDeserializer(registry)
     elif args.format == "json-schema":

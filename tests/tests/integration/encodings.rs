@@ -8,8 +8,9 @@ use std::path::Path;
 use serde_json::Value;
 use sluice_tests::{
     Extra, PipelineFiles, by_key, consume_all, create_topic, deals_table, kafka_bootstrap,
-    registry_decoded, registry_url, repo_root, run_expecting_failure, run_to_latest,
-    transform_component, unique_topic,
+    kafka_run_file, oidc_url, registry_decoded, registry_decoded_at, registry_url, repo_root,
+    run_expecting_failure, run_to_latest, secured_registry_url, transform_component,
+    unique_topic,
 };
 
 /// gold-deals on the host helpers, in every SDK language.
@@ -356,4 +357,68 @@ fn a_new_column_registers_a_new_version_and_a_refused_schema_stops_the_pipeline(
     );
     assert!(consume_all(&refused).is_empty(), "nothing was produced");
     assert_eq!(versions(&subject), [1]);
+}
+
+#[test]
+fn a_registry_over_https_takes_basic_credentials_and_bearer_tokens() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "20"]);
+    let url = secured_registry_url();
+    let ca = kafka_run_file("tls/ca.crt");
+    let secured = |credentials: &str| {
+        format!(
+            "[sink.encoding]\nvalue = \"avro\"\n[sink.schema_registry]\nurl = \"{url}\"\nca_location = \"{ca}\"\n{credentials}\n"
+        )
+    };
+
+    // Basic credentials, as Confluent Cloud's API key and secret (the registry
+    // exchanges them for a token at its OIDC server).
+    let topic = unique_topic("registry-basic");
+    let basic = secured("username = \"sluice\"\npassword = \"${env:SLUICE_TEST_REGISTRY_SECRET}\"");
+    // SAFETY: set before any thread of this test reads it; other tests never do.
+    unsafe { std::env::set_var("SLUICE_TEST_REGISTRY_SECRET", "secret") };
+    let files = pipeline(&table, "gold-deals-helpers", &topic, &basic, "");
+    run_to_latest(&files.config);
+    let flags = ["--registry-ca", ca.as_str(), "--registry-basic", "sluice:secret"];
+    let lines = registry_decoded_at(&url, &topic, "avro", &flags);
+    assert_eq!(lines.len(), 20);
+    assert!(lines[0].starts_with("deal-0000\t{\"documentId\":\"deal-0000\""), "{}", lines[0]);
+
+    // A bearer token from the same issuer, read from a file.
+    let token: Value = serde_json::from_str(
+        &ureq::post(format!("{}/registry/token", oidc_url()))
+            .content_type("application/x-www-form-urlencoded")
+            .send("grant_type=client_credentials&client_id=sluice&client_secret=secret")
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap(),
+    )
+    .unwrap();
+    let token_file = work.path().join("registry-token");
+    std::fs::write(&token_file, token["access_token"].as_str().unwrap()).unwrap();
+    let topic = unique_topic("registry-bearer");
+    let bearer = secured(&format!("token = \"${{file:{}}}\"", token_file.display()));
+    let files = pipeline(&table, "gold-deals-helpers", &topic, &bearer, "");
+    run_to_latest(&files.config);
+    assert_eq!(registry_decoded_at(&url, &topic, "avro", &flags).len(), 20);
+
+    // No credentials: refused at once, with the settings to check.
+    let topic = unique_topic("registry-anonymous");
+    create_topic(&kafka_bootstrap(), &topic, 1);
+    let files = pipeline(&table, "gold-deals-helpers", &topic, &secured(""), "");
+    let log = run_expecting_failure(&files.config);
+    assert!(log.contains(&format!("The schema registry at {url} refused the credentials (HTTP 401")), "{log}");
+    assert!(log.contains("Check [sink.schema_registry] username and password"), "{log}");
+    assert!(consume_all(&topic).is_empty());
+
+    // The registry's certificate from a CA the pipeline was not told to trust.
+    let untrusting = format!(
+        "[sink.encoding]\nvalue = \"avro\"\n[sink.schema_registry]\nurl = \"{url}\"\nusername = \"sluice\"\npassword = \"secret\"\n"
+    );
+    let files = pipeline(&table, "gold-deals-helpers", &topic, &untrusting, "");
+    let log = run_expecting_failure(&files.config);
+    assert!(log.contains(&format!("The schema registry at {url} did not answer")), "{log}");
+    assert!(log.contains("ca_location"), "{log}");
 }
