@@ -111,7 +111,12 @@ pub fn secured_registry_url() -> String {
 }
 
 /// [`registry_decoded`] against the registry at `registry`.
-pub fn registry_decoded_at(registry: &str, topic: &str, format: &str, flags: &[&str]) -> Vec<String> {
+pub fn registry_decoded_at(
+    registry: &str,
+    topic: &str,
+    format: &str,
+    flags: &[&str],
+) -> Vec<String> {
     let output = Command::new("python3")
         .arg(repo_root().join("tests/support/registry_consumer.py"))
         .args([&kafka_bootstrap(), topic, registry, format])

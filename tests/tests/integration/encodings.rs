@@ -9,8 +9,7 @@ use serde_json::Value;
 use sluice_tests::{
     Extra, PipelineFiles, by_key, consume_all, create_topic, deals_table, kafka_bootstrap,
     kafka_run_file, oidc_url, registry_decoded, registry_decoded_at, registry_url, repo_root,
-    run_expecting_failure, run_to_latest, secured_registry_url, transform_component,
-    unique_topic,
+    run_expecting_failure, run_to_latest, secured_registry_url, transform_component, unique_topic,
 };
 
 /// gold-deals on the host helpers, in every SDK language.
@@ -380,10 +379,19 @@ fn a_registry_over_https_takes_basic_credentials_and_bearer_tokens() {
     unsafe { std::env::set_var("SLUICE_TEST_REGISTRY_SECRET", "secret") };
     let files = pipeline(&table, "gold-deals-helpers", &topic, &basic, "");
     run_to_latest(&files.config);
-    let flags = ["--registry-ca", ca.as_str(), "--registry-basic", "sluice:secret"];
+    let flags = [
+        "--registry-ca",
+        ca.as_str(),
+        "--registry-basic",
+        "sluice:secret",
+    ];
     let lines = registry_decoded_at(&url, &topic, "avro", &flags);
     assert_eq!(lines.len(), 20);
-    assert!(lines[0].starts_with("deal-0000\t{\"documentId\":\"deal-0000\""), "{}", lines[0]);
+    assert!(
+        lines[0].starts_with("deal-0000\t{\"documentId\":\"deal-0000\""),
+        "{}",
+        lines[0]
+    );
 
     // A bearer token from the same issuer, read from a file.
     let token: Value = serde_json::from_str(
@@ -409,8 +417,16 @@ fn a_registry_over_https_takes_basic_credentials_and_bearer_tokens() {
     create_topic(&kafka_bootstrap(), &topic, 1);
     let files = pipeline(&table, "gold-deals-helpers", &topic, &secured(""), "");
     let log = run_expecting_failure(&files.config);
-    assert!(log.contains(&format!("The schema registry at {url} refused the credentials (HTTP 401")), "{log}");
-    assert!(log.contains("Check [sink.schema_registry] username and password"), "{log}");
+    assert!(
+        log.contains(&format!(
+            "The schema registry at {url} refused the credentials (HTTP 401"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains("Check [sink.schema_registry] username and password"),
+        "{log}"
+    );
     assert!(consume_all(&topic).is_empty());
 
     // The registry's certificate from a CA the pipeline was not told to trust.
@@ -419,6 +435,9 @@ fn a_registry_over_https_takes_basic_credentials_and_bearer_tokens() {
     );
     let files = pipeline(&table, "gold-deals-helpers", &topic, &untrusting, "");
     let log = run_expecting_failure(&files.config);
-    assert!(log.contains(&format!("The schema registry at {url} did not answer")), "{log}");
+    assert!(
+        log.contains(&format!("The schema registry at {url} did not answer")),
+        "{log}"
+    );
     assert!(log.contains("ca_location"), "{log}");
 }
