@@ -23,7 +23,8 @@ against a golden file.
                                                 older versions need are deleted
     deals_table.py TABLE checkpoint             write a checkpoint of the latest version
     deals_table.py TABLE plain --rows N         a table without the change data feed
-    deals_table.py TABLE region                 ADD COLUMNS region (string), then deal 3 is in EMEA
+    deals_table.py TABLE region [--name C]      ADD COLUMNS C (string, default `region`), then
+                                                deal 3's C is 'emea'
 """
 
 import argparse
@@ -202,12 +203,12 @@ def plain(table: str, rows: int) -> None:
     write_deltalake(table, deals(range(rows)), mode="error")
 
 
-def region(table: str) -> None:
+def region(table: str, name: str) -> None:
     from deltalake.schema import Field
 
     dt = DeltaTable(table)
-    dt.alter.add_columns([Field("region", "string", nullable=True)])
-    DeltaTable(table).update(predicate="documentId = 'deal-0003'", updates={"region": "'emea'"})
+    dt.alter.add_columns([Field(name, "string", nullable=True)])
+    DeltaTable(table).update(predicate="documentId = 'deal-0003'", updates={name: "'emea'"})
 
 
 def main() -> None:
@@ -218,6 +219,7 @@ def main() -> None:
     parser.add_argument("--start", type=int, default=20)
     parser.add_argument("--title-bytes", type=int, default=2_000_000)
     parser.add_argument("--versions", type=int, default=1)
+    parser.add_argument("--name", default="region")
     args = parser.parse_args()
     if args.step == "create":
         create(args.table, args.rows)
@@ -244,7 +246,7 @@ def main() -> None:
     elif args.step == "plain":
         plain(args.table, args.rows)
     elif args.step == "region":
-        region(args.table)
+        region(args.table, args.name)
     else:
         create(args.table, 20)
         append(args.table, 20, 10)

@@ -131,47 +131,55 @@ impl ProtobufSchema {
     }
 }
 
-/// Writes rows of `fields` as `schema`'s message.
-pub(crate) struct MessageWriter {
-    fields: Vec<FieldWriter>,
+/// Writes rows of fields as a message; borrows the batch's arrays for one encode call,
+/// so each column is read through a reader made once, not once per value.
+pub(crate) struct MessageWriter<'a> {
+    fields: Vec<FieldWriter<'a>>,
 }
 
-struct FieldWriter {
+struct FieldWriter<'a> {
     number: u32,
-    array: ArrayRef,
-    node: Node,
+    array: &'a ArrayRef,
+    column: Column<'a>,
+    node: Node<'a>,
 }
 
-enum Node {
+enum Node<'a> {
     /// A scalar of `kind` (not a message).
     Scalar(Kind),
     /// A message from a struct, field by field.
-    Message(MessageWriter),
+    Message(MessageWriter<'a>),
     /// `google.protobuf.Timestamp` from a timestamp.
     Timestamp,
     /// A repeated field from a list: items written as `item`.
-    Repeated(Box<FieldWriter>),
+    Repeated(Box<FieldWriter<'a>>),
     /// A map field: entries of key (field 1) and value (field 2).
-    Map(Box<FieldWriter>, Box<FieldWriter>),
+    Map(Box<FieldWriter<'a>>, Box<FieldWriter<'a>>),
 }
 
-impl MessageWriter {
+impl<'a> MessageWriter<'a> {
     /// A writer of `fields` into `message`; fails naming a field the message lacks or a
     /// value its field cannot hold.
     pub(crate) fn new(
         message: &MessageDescriptor,
-        fields: &[SourceField],
-    ) -> Result<MessageWriter, HelperError> {
-        let mut writers = Vec::with_capacity(fields.len());
-        for field in fields {
-            let descriptor = message.get_field_by_name(&field.name).ok_or_else(|| {
+        fields: &'a [SourceField],
+    ) -> Result<MessageWriter<'a>, HelperError> {
+        MessageWriter::of(message, fields.iter().map(|f| (f.name.as_str(), &f.array)))
+    }
+
+    fn of(
+        message: &MessageDescriptor,
+        fields: impl Iterator<Item = (&'a str, &'a ArrayRef)>,
+    ) -> Result<MessageWriter<'a>, HelperError> {
+        let mut writers = Vec::new();
+        for (name, array) in fields {
+            let descriptor = message.get_field_by_name(name).ok_or_else(|| {
                 HelperError(format!(
-                    "Message {} has no field `{}`; add it to the .proto or leave it out of the record.",
+                    "Message {} has no field `{name}`; add it to the .proto or leave it out of the record.",
                     message.full_name(),
-                    field.name
                 ))
             })?;
-            writers.push(field_writer(&descriptor, &field.array, &field.name)?);
+            writers.push(field_writer(&descriptor, array, name)?);
         }
         Ok(MessageWriter { fields: writers })
     }
@@ -184,11 +192,11 @@ impl MessageWriter {
     }
 }
 
-fn field_writer(
+fn field_writer<'a>(
     descriptor: &FieldDescriptor,
-    array: &ArrayRef,
+    array: &'a ArrayRef,
     name: &str,
-) -> Result<FieldWriter, HelperError> {
+) -> Result<FieldWriter<'a>, HelperError> {
     let number = descriptor.number();
     let node = if descriptor.is_map() {
         let DataType::Map(..) = array.data_type() else {
@@ -203,27 +211,28 @@ fn field_writer(
         Node::Map(Box::new(key), Box::new(value))
     } else if descriptor.is_list() {
         let items = match array.data_type() {
-            DataType::List(_) => array.as_list::<i32>().values().clone(),
-            DataType::LargeList(_) => array.as_list::<i64>().values().clone(),
+            DataType::List(_) => array.as_list::<i32>().values(),
+            DataType::LargeList(_) => array.as_list::<i64>().values(),
             _ => return Err(mismatch(name, descriptor, array)),
         };
-        Node::Repeated(Box::new(single(descriptor, &items, name)?))
+        Node::Repeated(Box::new(single(descriptor, items, name)?))
     } else {
         return single(descriptor, array, name);
     };
     Ok(FieldWriter {
         number,
-        array: array.clone(),
+        array,
+        column: Column::new(array.as_ref()),
         node,
     })
 }
 
 /// The writer of one (not repeated) value of `descriptor`'s kind from `array`.
-fn single(
+fn single<'a>(
     descriptor: &FieldDescriptor,
-    array: &ArrayRef,
+    array: &'a ArrayRef,
     name: &str,
-) -> Result<FieldWriter, HelperError> {
+) -> Result<FieldWriter<'a>, HelperError> {
     let kind = descriptor.kind();
     let data_type = array.data_type();
     let fits = match &kind {
@@ -260,14 +269,20 @@ fn single(
             Node::Timestamp
         }
         Kind::Message(message) => {
-            let fields = fields::struct_fields(array);
-            Node::Message(MessageWriter::new(&message, &fields)?)
+            let structs = array.as_struct();
+            let children = structs
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .zip(structs.columns());
+            Node::Message(MessageWriter::of(&message, children)?)
         }
         kind => Node::Scalar(kind),
     };
     Ok(FieldWriter {
         number: descriptor.number(),
-        array: array.clone(),
+        array,
+        column: Column::new(array.as_ref()),
         node,
     })
 }
@@ -309,19 +324,16 @@ fn write_length_delimited(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-impl FieldWriter {
+impl FieldWriter<'_> {
     /// Writes the field for `row`, nothing when the value is null.
     fn write(&self, row: usize, out: &mut Vec<u8>) {
-        if self.array.is_null(row) {
+        if self.column.is_null(row) {
             return;
         }
         match &self.node {
-            Node::Scalar(kind) => {
-                let value = Column::new(self.array.as_ref()).value(row);
-                write_scalar(out, self.number, kind, &value);
-            }
+            Node::Scalar(kind) => write_scalar(out, self.number, kind, &self.column.value(row)),
             Node::Timestamp => {
-                let micros = match Column::new(self.array.as_ref()).value(row) {
+                let micros = match self.column.value(row) {
                     Value::Timestamp(m) | Value::TimestampNtz(m) => m,
                     _ => 0,
                 };
@@ -346,13 +358,12 @@ impl FieldWriter {
                 write_length_delimited(out, self.number, &message);
             }
             Node::Repeated(item) => {
-                let range = fields::list_range(&self.array, row);
+                let range = fields::list_range(self.array, row);
                 match &item.node {
                     Node::Scalar(kind) if packable(kind) => {
                         let mut packed = Vec::new();
-                        let items = Column::new(item.array.as_ref());
                         for index in range {
-                            write_scalar_payload(&mut packed, kind, &items.value(index));
+                            write_scalar_payload(&mut packed, kind, &item.column.value(index));
                         }
                         write_length_delimited(out, self.number, &packed);
                     }
@@ -400,13 +411,23 @@ fn write_scalar(out: &mut Vec<u8>, number: u32, kind: &Kind, value: &Value<'_>) 
         return;
     }
     write_tag(out, number, wire_type(kind));
-    if wire_type(kind) == LENGTH {
-        let mut bytes = Vec::new();
-        write_scalar_payload(&mut bytes, kind, value);
-        write_varint(out, bytes.len() as u64);
-        out.extend_from_slice(&bytes);
-    } else {
-        write_scalar_payload(out, kind, value);
+    match (kind, value) {
+        // Strings and bytes as they are, without a copy to learn their length.
+        (Kind::String | Kind::Bytes, Value::Str(s)) => {
+            write_varint(out, s.len() as u64);
+            out.extend_from_slice(s.as_bytes());
+        }
+        (Kind::Bytes, Value::Bytes(b)) => {
+            write_varint(out, b.len() as u64);
+            out.extend_from_slice(b);
+        }
+        _ if wire_type(kind) == LENGTH => {
+            let mut bytes = Vec::new();
+            write_scalar_payload(&mut bytes, kind, value);
+            write_varint(out, bytes.len() as u64);
+            out.extend_from_slice(&bytes);
+        }
+        _ => write_scalar_payload(out, kind, value),
     }
 }
 

@@ -17,7 +17,7 @@ pub(crate) enum RowWriter<'a> {
     /// An Avro record.
     Avro(avro::Writer),
     /// A Protobuf message.
-    Protobuf(MessageWriter),
+    Protobuf(MessageWriter<'a>),
 }
 
 impl RowWriter<'_> {
