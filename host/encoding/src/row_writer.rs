@@ -1,5 +1,7 @@
 //! How a row's fields become the bytes of a value in each format, without framing.
 
+use std::cell::RefCell;
+
 use sluice_model::{Column, JsonKey, JsonObject, write_json_string};
 
 use crate::avro;
@@ -13,6 +15,8 @@ pub(crate) enum RowWriter<'a> {
         fields: Vec<(JsonKey, &'a str, Column<'a>)>,
         /// Whether top-level null fields are written as `null`.
         with_nulls: bool,
+        /// The text of the last row, its allocation reused for the next.
+        buffer: RefCell<String>,
     },
     /// An Avro record.
     Avro(avro::Writer),
@@ -24,8 +28,13 @@ impl RowWriter<'_> {
     /// Appends the value of `row` to `out`.
     pub(crate) fn write(&self, row: usize, out: &mut Vec<u8>) {
         match self {
-            RowWriter::Json { fields, with_nulls } => {
-                let mut object = JsonObject::in_buffer(String::new());
+            RowWriter::Json {
+                fields,
+                with_nulls,
+                buffer,
+            } => {
+                let mut buffer = buffer.borrow_mut();
+                let mut object = JsonObject::in_buffer(std::mem::take(&mut *buffer));
                 for (key, _, column) in fields {
                     object.push_keyed(key, &column.value(row));
                 }
@@ -34,6 +43,7 @@ impl RowWriter<'_> {
                     text = with_null_fields(fields, row, text);
                 }
                 out.extend_from_slice(text.as_bytes());
+                *buffer = text;
             }
             RowWriter::Avro(writer) => writer.write_row(row, out),
             RowWriter::Protobuf(writer) => writer.write_row(row, out),

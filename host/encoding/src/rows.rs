@@ -1,6 +1,7 @@
 //! The row loop for every format but plain JSON: keys, values (plain or in an
 //! envelope), headers and tombstones, record by record in row order.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -195,6 +196,7 @@ fn value_writer<'a>(
             })
             .collect(),
         with_nulls,
+        buffer: RefCell::default(),
     };
     let framed =
         |kind, text: String, name: String| Some(Arc::new(WriterSchema { kind, text, name }));

@@ -5,8 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluice_encoding::{SchemaKind, WriterSchema};
-use sluice_registry::{HttpRegistry, RegistrySettings, SchemaRegistry};
-use sluice_source::{ChangeFeed, SourceOptions};
+use sluice_engine::TransformInstance;
+use sluice_registry::{HttpRegistry, Registration, RegistrySettings, SchemaRegistry};
+use sluice_source::{ChangeFeed, Position, SourceOptions};
 
 use crate::config::PipelineConfig;
 use crate::run::sink_config;
@@ -44,7 +45,8 @@ impl Finding {
 
 /// Checks the pipeline in `config_path`: the config parses and is consistent, the
 /// table opens and its change feed covers the configured start, the module loads and
-/// accepts its parameters, and Kafka answers and has the topics. Nothing is written
+/// accepts its parameters, the schema registry answers and would take the schemas of
+/// the first batch's records, and Kafka answers and has the topics. Nothing is written
 /// (no transaction is started, so a running pipeline is not fenced).
 pub async fn check(config_path: &Path) -> Vec<Finding> {
     let config = match PipelineConfig::load(config_path) {
@@ -55,42 +57,58 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
         "config",
         format!("Pipeline {} is configured.", config.pipeline.name),
     )];
-    findings.push(check_table(&config).await);
+    let (table, readable) = check_table(&config).await;
+    findings.push(table);
     let stage_config = config.clone();
+    let mut instance = None;
     findings.push(
         match tokio::task::spawn_blocking(move || {
             let module = load_module(&stage_config)?;
-            module.instantiate(
+            let instance = module.instantiate(
                 &stage_config.transform_params(),
                 Arc::new(stage_config.format()),
             )?;
-            Ok::<_, sluice_engine::EngineError>(module)
+            Ok::<_, sluice_engine::EngineError>((module, instance))
         })
         .await
         {
-            Ok(Ok(module)) => Finding::ok(
-                "module",
-                format!(
-                    "Module {} (sha256:{}) loaded and accepted its parameters.",
-                    module.name(),
-                    module.digest()
-                ),
-            ),
+            Ok(Ok((module, started))) => {
+                instance = Some(started);
+                Finding::ok(
+                    "module",
+                    format!(
+                        "Module {} (sha256:{}) loaded and accepted its parameters.",
+                        module.name(),
+                        module.digest()
+                    ),
+                )
+            }
             Ok(Err(e)) => Finding::problem("module", e),
             Err(e) => Finding::problem("module", format!("The module check crashed: {e}")),
         },
     );
     if let Some(settings) = config.registry_settings() {
         let config = config.clone();
-        findings.push(
-            match tokio::task::spawn_blocking(move || check_registry(&config, &settings)).await {
-                Ok(finding) => finding,
-                Err(e) => Finding::problem(
-                    "registry",
-                    format!("The schema registry check crashed: {e}"),
-                ),
-            },
-        );
+        let checked = tokio::task::spawn_blocking(move || {
+            let mut findings = vec![check_registry(&config, &settings)];
+            if let (Some((feed, start, latest)), Some(mut instance)) = (readable, instance) {
+                findings.extend(check_schemas(
+                    &config,
+                    &settings,
+                    &feed,
+                    (start, latest),
+                    &mut instance,
+                ));
+            }
+            findings
+        })
+        .await;
+        findings.extend(checked.unwrap_or_else(|e| {
+            vec![Finding::problem(
+                "registry",
+                format!("The schema registry check crashed: {e}"),
+            )]
+        }));
     }
     let mut topics = vec![config.sink.topic.clone()];
     topics.extend(config.transform.dead_letter_topic.clone());
@@ -147,7 +165,97 @@ fn check_registry(config: &PipelineConfig, settings: &RegistrySettings) -> Findi
     }
 }
 
-async fn check_table(config: &PipelineConfig) -> Finding {
+/// What registering the schemas of the first batch's records would do: the module runs
+/// on the first batch from the configured start, and the registry is asked about each
+/// schema its records carry, without registering anything.
+fn check_schemas(
+    config: &PipelineConfig,
+    settings: &RegistrySettings,
+    feed: &ChangeFeed,
+    (start, latest): (Position, u64),
+    instance: &mut TransformInstance,
+) -> Vec<Finding> {
+    let registry = match HttpRegistry::new(settings) {
+        Ok(registry) => registry,
+        Err(e) => return vec![Finding::problem("registry", e)],
+    };
+    let first = if start.snapshot {
+        feed.read_snapshot(start).map(|mut batches| batches.next())
+    } else if start.version > latest {
+        Ok(None)
+    } else {
+        feed.read(start, latest).map(|mut batches| batches.next())
+    };
+    let batch = match first {
+        Ok(Some(Ok(batch))) => batch,
+        Ok(None) => {
+            return vec![Finding::ok(
+                "registry",
+                "The table has no change rows from the start yet; schemas are derived and registered with the first records.".to_string(),
+            )];
+        }
+        Ok(Some(Err(e))) | Err(e) => return vec![Finding::problem("table", e)],
+    };
+    let output = match instance.transform(&batch.batch) {
+        Ok(output) => output,
+        Err(e) => {
+            return vec![Finding::problem(
+                "module",
+                format!(
+                    "The module failed on the first batch, so no schema could be derived from it: {e}"
+                ),
+            )];
+        }
+    };
+    let strategy = config.sink.encoding.subject_name_strategy;
+    let mut seen = Vec::new();
+    let mut findings = Vec::new();
+    for framed in &output.framed {
+        let topic = output
+            .records
+            .get(framed.records.start)
+            .and_then(|r| r.topic.clone())
+            .unwrap_or_else(|| config.sink.topic.clone());
+        for (is_key, schema) in [(true, &framed.key), (false, &framed.value)] {
+            let Some(schema) = schema else { continue };
+            let subject = strategy.subject(&topic, is_key, schema);
+            if seen.contains(&(subject.clone(), schema.text.clone())) {
+                continue;
+            }
+            seen.push((subject.clone(), schema.text.clone()));
+            let kind = schema.kind.registry_name();
+            findings.push(match registry.preview(&subject, schema) {
+                Ok(Registration::Known(id)) => Finding::ok(
+                    "registry",
+                    format!("Subject `{subject}` has the {kind} schema the first records are written with ({}), as id {id}.", schema.name),
+                ),
+                Ok(Registration::Accepted) => Finding::ok(
+                    "registry",
+                    format!("Subject `{subject}` would take the {kind} schema the first records are written with as its next version: {}", schema.text),
+                ),
+                Ok(Registration::Refused(reasons)) => Finding::problem(
+                    "registry",
+                    format!(
+                        "Subject `{subject}` would refuse the {kind} schema the first records are written with ({reasons}): the pipeline would stop at its first batch. Make the subject's compatibility allow it, or write to a new topic. The schema: {}",
+                        schema.text
+                    ),
+                ),
+                Err(e) => Finding::problem("registry", e),
+            });
+        }
+    }
+    if findings.is_empty() {
+        findings.push(Finding::ok(
+            "registry",
+            "The module's records from the first batch carry no schema: it makes its own bytes, or none from that batch.".to_string(),
+        ));
+    }
+    findings
+}
+
+async fn check_table(
+    config: &PipelineConfig,
+) -> (Finding, Option<(Arc<ChangeFeed>, Position, u64)>) {
     let options = SourceOptions {
         batch_rows: config.source.batch_rows,
         storage_options: config.source.storage_options.clone().into_iter().collect(),
@@ -155,12 +263,17 @@ async fn check_table(config: &PipelineConfig) -> Finding {
     let table = config.source.table.clone();
     let feed = match tokio::task::spawn_blocking(move || ChangeFeed::open(&table, options)).await {
         Ok(Ok(feed)) => Arc::new(feed),
-        Ok(Err(e)) => return Finding::problem("table", e),
-        Err(e) => return Finding::problem("table", format!("The table check crashed: {e}")),
+        Ok(Err(e)) => return (Finding::problem("table", e), None),
+        Err(e) => {
+            return (
+                Finding::problem("table", format!("The table check crashed: {e}")),
+                None,
+            );
+        }
     };
     let start = match configured_start(config, &feed).await {
         Ok(start) => start,
-        Err(e) => return Finding::problem("table", e),
+        Err(e) => return (Finding::problem("table", e), None),
     };
     let reader = feed.clone();
     let opened = tokio::task::spawn_blocking(move || {
@@ -172,14 +285,20 @@ async fn check_table(config: &PipelineConfig) -> Finding {
     })
     .await;
     match opened {
-        Ok(Ok(latest)) => Finding::ok(
-            "table",
-            format!(
-                "Table {} is at version {latest}; its change feed can be read from {start}.",
-                feed.table()
+        Ok(Ok(latest)) => (
+            Finding::ok(
+                "table",
+                format!(
+                    "Table {} is at version {latest}; its change feed can be read from {start}.",
+                    feed.table()
+                ),
             ),
+            Some((feed, start, latest)),
         ),
-        Ok(Err(e)) => Finding::problem("table", e),
-        Err(e) => Finding::problem("table", format!("The table check crashed: {e}")),
+        Ok(Err(e)) => (Finding::problem("table", e), None),
+        Err(e) => (
+            Finding::problem("table", format!("The table check crashed: {e}")),
+            None,
+        ),
     }
 }

@@ -10,7 +10,7 @@ use sluice_encoding::{SchemaKind, WriterSchema};
 use ureq::Agent;
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
-use crate::{RegistryError, SchemaRegistry};
+use crate::{Registration, RegistryError, SchemaRegistry};
 
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
 
@@ -153,16 +153,22 @@ fn message(body: &Json) -> String {
     }
 }
 
+/// The request body naming `schema` (Avro is the API's default type).
+fn schema_body(schema: &WriterSchema) -> Json {
+    let mut body = json!({"schema": schema.text});
+    if schema.kind != SchemaKind::Avro {
+        body["schemaType"] = json!(schema.kind.registry_name());
+    }
+    body
+}
+
 fn segment(subject: &str) -> String {
     utf8_percent_encode(subject, NON_ALPHANUMERIC).to_string()
 }
 
 impl SchemaRegistry for HttpRegistry {
     fn register(&self, subject: &str, schema: &WriterSchema) -> Result<u32, RegistryError> {
-        let mut body = json!({"schema": schema.text});
-        if schema.kind != SchemaKind::Avro {
-            body["schemaType"] = json!(schema.kind.registry_name());
-        }
+        let body = schema_body(schema);
         let path = format!("/subjects/{}/versions", segment(subject));
         let (status, answer) = self.call(&path, Some(body))?;
         if let Some(id) = answer
@@ -193,6 +199,51 @@ impl SchemaRegistry for HttpRegistry {
             status,
             message: message(&answer),
         })
+    }
+
+    fn preview(&self, subject: &str, schema: &WriterSchema) -> Result<Registration, RegistryError> {
+        let body = schema_body(schema);
+        let (status, known) = self.call(
+            &format!("/subjects/{}", segment(subject)),
+            Some(body.clone()),
+        )?;
+        if status < 300
+            && let Some(id) = known.get("id").and_then(Json::as_u64)
+        {
+            return Ok(Registration::Known(id as u32));
+        }
+        let path = format!(
+            "/compatibility/subjects/{}/versions/latest?verbose=true",
+            segment(subject)
+        );
+        let (status, answer) = self.call(&path, Some(body))?;
+        // No version yet (404): any schema is the subject's first.
+        if status == 404 {
+            return Ok(Registration::Accepted);
+        }
+        match answer.get("is_compatible").and_then(Json::as_bool) {
+            Some(true) => Ok(Registration::Accepted),
+            Some(false) => {
+                let reasons = answer
+                    .get("messages")
+                    .and_then(Json::as_array)
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(Json::as_str)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or_else(|| "the registry gave no reason".to_string());
+                Ok(Registration::Refused(reasons))
+            }
+            None => Err(RegistryError::Refused {
+                url: self.url.clone(),
+                subject: subject.to_string(),
+                status,
+                message: message(&answer),
+            }),
+        }
     }
 
     fn compatibility(&self, subject: &str) -> Result<String, RegistryError> {

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use sluice_encoding::WriterSchema;
 
-use crate::{RegistryError, SchemaRegistry};
+use crate::{Registration, RegistryError, SchemaRegistry};
 
 /// Schemas in memory. Ids are shared across subjects, as Confluent's are.
 #[derive(Debug, Default)]
@@ -76,6 +76,22 @@ impl SchemaRegistry for MemoryRegistry {
             .or_default()
             .push(id);
         Ok(id)
+    }
+
+    fn preview(&self, subject: &str, schema: &WriterSchema) -> Result<Registration, RegistryError> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let versions = state.subjects.get(subject);
+        if let Some(&id) = state.ids.get(&schema.text)
+            && versions.is_some_and(|v| v.contains(&id))
+        {
+            return Ok(Registration::Known(id));
+        }
+        Ok(match state.frozen.get(subject) {
+            Some(_) if versions.is_some_and(|v| !v.is_empty()) => {
+                Registration::Refused("the subject is frozen".to_string())
+            }
+            _ => Registration::Accepted,
+        })
     }
 
     fn compatibility(&self, subject: &str) -> Result<String, RegistryError> {

@@ -9,7 +9,8 @@ use serde_json::Value;
 use sluice_tests::{
     Extra, PipelineFiles, by_key, consume_all, create_topic, deals_table, kafka_bootstrap,
     kafka_run_file, oidc_url, registry_decoded, registry_decoded_at, registry_url, repo_root,
-    run_expecting_failure, run_to_latest, secured_registry_url, transform_component, unique_topic,
+    run_expecting_failure, run_to_latest, secured_registry_url, sluice_check, transform_component,
+    unique_topic,
 };
 
 /// gold-deals on the host helpers, in every SDK language.
@@ -294,10 +295,18 @@ fn a_new_column_registers_a_new_version_and_a_refused_schema_stops_the_pipeline(
         &encoding("avro", ""),
         params,
     );
+    // `sluice check` runs the module on the first batch and asks the registry about its
+    // schema, registering nothing.
+    let subject = format!("{topic}-value");
+    let (ok, report) = sluice_check(&files.config);
+    assert!(ok, "{report}");
+    assert!(
+        report.contains(&format!("Subject `{subject}` would take the AVRO schema the first records are written with as its next version: {{\"fields\":[{{\"default\":null,\"name\":\"documentId\"")),
+        "{report}"
+    );
     run_to_latest(&files.config);
     deals_table(&table, &["region"]);
     run_to_latest(&files.config);
-    let subject = format!("{topic}-value");
     assert_eq!(
         versions(&subject).len(),
         2,
@@ -334,6 +343,27 @@ fn a_new_column_registers_a_new_version_and_a_refused_schema_stops_the_pipeline(
     };
     set_compatibility("BACKWARD");
     deals_table(&table, &["region", "--name", "tier"]);
+    // A check from the change's version shows the refusal before any run.
+    let from_change = PipelineFiles::new(
+        &table,
+        &transform_component("misbehaving/behaviors-c"),
+        &topic,
+        &kafka_bootstrap(),
+        Extra {
+            source: "starting_version = 4",
+            sink: &encoding("avro", ""),
+            params,
+            ..Extra::default()
+        },
+    );
+    let (ok, report) = sluice_check(&from_change.config);
+    assert!(!ok, "{report}");
+    assert!(
+        report.contains(&format!(
+            "Subject `{subject}` would refuse the AVRO schema the first records are written with"
+        )),
+        "{report}"
+    );
     let log = run_expecting_failure(&files.config);
     assert!(
         log.contains(&format!(
