@@ -110,10 +110,13 @@ start() {
   if running; then
     return
   fi
-  if port_open "$port"; then
-    echo "Port $port is taken by another process; set SLUICE_REGISTRY_PORT to a free port." >&2
-    exit 1
-  fi
+  local taken
+  for taken in "$port" "$management_port"; do
+    if port_open "$taken"; then
+      echo "Port $taken is taken by another process; set SLUICE_REGISTRY_PORT to a port that is free with the one after it." >&2
+      exit 1
+    fi
+  done
   # A small serial-GC heap: the registry holds a few test schemas in memory.
   nohup "$java_bin" -Xms64m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$port" \
@@ -159,10 +162,13 @@ secured_start() {
     echo "No test certificates in $tls_dir: run scripts/kafka.sh start first." >&2
     exit 1
   fi
-  if port_open "$secured_port"; then
-    echo "Port $secured_port is taken by another process; set SLUICE_REGISTRY_SECURED_PORT to a free port." >&2
-    exit 1
-  fi
+  local taken
+  for taken in "$secured_port" $((secured_port + 1)) $((secured_port + 2)); do
+    if port_open "$taken"; then
+      echo "Port $taken is taken by another process; set SLUICE_REGISTRY_SECURED_PORT to a port that is free with the two after it." >&2
+      exit 1
+    fi
+  done
   # https only, on the broker's certificate; every request authenticated by the OIDC
   # issuer `registry` (basic credentials are exchanged for its tokens).
   nohup "$java_bin" -Xms64m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \

@@ -18,31 +18,32 @@ python3 -m pytest -q guest-sdk/python/tests
 node --test guest-sdk/js/test/
 
 # A broker that was already running (the demo's, a developer's) is used and left running;
-# only what this script starts is stopped. The fault-test cluster is always started anew.
+# only what this script starts is stopped, also when a start fails half way. The
+# fault-test cluster is always started anew.
 started_kafka=false
-if ! "$root/scripts/kafka.sh" status >/dev/null 2>&1; then
-  "$root/scripts/kafka.sh" start
-  started_kafka=true
-fi
 started_registry=false
+started_secured_registry=false
+stop_services() {
+  if $started_kafka; then "$root/scripts/kafka.sh" stop || true; fi
+  if $started_registry; then "$root/scripts/registry.sh" stop || true; fi
+  if $started_secured_registry; then "$root/scripts/registry.sh" secured-stop || true; fi
+  "$root/scripts/kafka.sh" cluster-stop || true
+}
+trap stop_services EXIT
+if ! "$root/scripts/kafka.sh" status >/dev/null 2>&1; then
+  started_kafka=true
+  "$root/scripts/kafka.sh" start
+fi
 if ! "$root/scripts/registry.sh" status >/dev/null 2>&1; then
-  "$root/scripts/registry.sh" start
   started_registry=true
+  "$root/scripts/registry.sh" start
 fi
 # The second registry (https, credentials) uses the broker's certificates and its OIDC
 # server, so it starts after the broker.
-started_secured_registry=false
 if ! "$root/scripts/registry.sh" secured-status >/dev/null 2>&1; then
-  "$root/scripts/registry.sh" secured-start
   started_secured_registry=true
+  "$root/scripts/registry.sh" secured-start
 fi
-stop_services() {
-  if $started_kafka; then "$root/scripts/kafka.sh" stop; fi
-  if $started_registry; then "$root/scripts/registry.sh" stop; fi
-  if $started_secured_registry; then "$root/scripts/registry.sh" secured-stop; fi
-  "$root/scripts/kafka.sh" cluster-stop
-}
-trap stop_services EXIT
 "$root/scripts/kafka.sh" cluster-start
 export SLUICE_TEST_KAFKA=127.0.0.1:${SLUICE_KAFKA_PORT:-19092}
 export SLUICE_TEST_KAFKA_SCRAM=127.0.0.1:${SLUICE_KAFKA_SCRAM_PORT:-19094}

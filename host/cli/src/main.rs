@@ -45,12 +45,18 @@ enum Command {
     /// Kafka: one line per record (`version`, `row`, `topic`, `partition`, `key`,
     /// `value`, `headers`) and per rejected row (`rejected`).
     Preview {
+        /// A pipeline's TOML config: its table, module, parameters, storage options and
+        /// batch size (flags given as well override them), and its `[sink.encoding]`:
+        /// framed keys and values are shown decoded, with the schema id the registry
+        /// has for them (nothing is registered).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
         /// The table's path or URI.
-        #[arg(long)]
-        table: String,
+        #[arg(long, required_unless_present = "config")]
+        table: Option<String>,
         /// The transform component.
-        #[arg(long)]
-        module: PathBuf,
+        #[arg(long, required_unless_present = "config")]
+        module: Option<PathBuf>,
         /// First version to read.
         #[arg(long, default_value_t = 0)]
         from: u64,
@@ -66,9 +72,10 @@ enum Command {
         /// An object store option, `name=value` (for example `aws_endpoint=...`).
         #[arg(long = "storage-option", value_parser = name_value)]
         storage_options: Vec<(String, String)>,
-        /// Most change rows per batch handed to the module.
-        #[arg(long, default_value_t = 10_000)]
-        batch_rows: usize,
+        /// Most change rows per batch handed to the module (default 10000, or the
+        /// config's).
+        #[arg(long)]
+        batch_rows: Option<usize>,
     },
     /// Check a pipeline without running it: the config, the table and its change
     /// feed, the module and its parameters, and Kafka and its topics. Lists every
@@ -281,6 +288,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Preview {
+            config,
             table,
             module,
             from,
@@ -290,15 +298,31 @@ async fn main() -> anyhow::Result<()> {
             storage_options,
             batch_rows,
         } => {
-            let options = sluice_pipeline::PreviewOptions {
-                table,
-                module,
-                from,
-                to,
-                limit,
-                params,
-                storage_options,
-                batch_rows,
+            let options = match config {
+                Some(path) => {
+                    let config = PipelineConfig::load(&path)?;
+                    let mut options = sluice_pipeline::PreviewOptions::from_config(&config);
+                    options.table = table.unwrap_or(options.table);
+                    options.module = module.unwrap_or(options.module);
+                    overriding(&mut options.params, params);
+                    overriding(&mut options.storage_options, storage_options);
+                    options.batch_rows = batch_rows.unwrap_or(options.batch_rows);
+                    options.from = from;
+                    options.to = to;
+                    options.limit = limit;
+                    options
+                }
+                None => sluice_pipeline::PreviewOptions {
+                    table: table.context("--table names the table to preview")?,
+                    module: module.context("--module names the transform to preview")?,
+                    from,
+                    to,
+                    limit,
+                    params,
+                    storage_options,
+                    batch_rows: batch_rows.unwrap_or(10_000),
+                    encoding: None,
+                },
             };
             let summary = tokio::task::spawn_blocking(move || {
                 sluice_pipeline::preview(&options, &mut std::io::stdout().lock())
@@ -400,6 +424,14 @@ fn language(name: &str) -> Result<sluice_build::Language, String> {
 }
 
 /// Parses `name=value`.
+/// `base` with each of `given` in place of an entry of the same name.
+fn overriding(base: &mut Vec<(String, String)>, given: Vec<(String, String)>) {
+    for (name, value) in given {
+        base.retain(|(existing, _)| *existing != name);
+        base.push((name, value));
+    }
+}
+
 fn name_value(text: &str) -> Result<(String, String), String> {
     text.split_once('=')
         .map(|(name, value)| (name.trim().to_string(), value.to_string()))

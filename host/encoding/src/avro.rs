@@ -20,6 +20,7 @@ use serde_json::{Value as Json, json};
 
 use crate::fields::{self, SourceField};
 use sluice_model::helpers::HelperError;
+use sluice_model::{Column, Value};
 
 /// Avro record and field names: letters, digits and `_`, not starting with a digit.
 pub(crate) fn avro_name(name: &str) -> String {
@@ -205,7 +206,8 @@ fn plain(array: &ArrayRef, name: &str, names: &mut Names) -> Result<(Json, Node)
 /// Writes one array's values in Avro binary.
 pub(crate) struct Writer {
     array: ArrayRef,
-    nullable: bool,
+    /// For a union with null: the branches of null and of the value.
+    union: Option<(i64, i64)>,
     node: Node,
 }
 
@@ -226,13 +228,23 @@ enum Node {
     /// Keys and values; an Avro map (string keys) and an array of key-value records
     /// are written alike: blocks of key then value.
     Map(Box<Writer>, Box<Writer>),
+    /// A field of a supplied schema the record lacks: always the union's null.
+    Absent,
+    /// Any value as Spark casts it to text, into a `string`.
+    Text,
+    /// Any number into a `double` (`single`: a `float`).
+    Number {
+        single: bool,
+    },
+    /// A timestamp into `timestamp-millis`.
+    TimestampMillis(TimeUnit),
 }
 
 impl Writer {
     fn new(array: &ArrayRef, nullable: bool, node: Node) -> Writer {
         Writer {
             array: array.clone(),
-            nullable,
+            union: nullable.then_some((0, 1)),
             node,
         }
     }
@@ -253,16 +265,34 @@ impl Writer {
 
     /// Writes the value at `row`.
     pub(crate) fn write(&self, row: usize, out: &mut Vec<u8>) {
-        if self.nullable {
-            if self.array.is_null(row) {
-                write_long(out, 0);
+        if let Some((null, value)) = self.union {
+            if matches!(self.node, Node::Absent) || self.array.is_null(row) {
+                write_long(out, null);
                 return;
             }
-            write_long(out, 1);
+            write_long(out, value);
         }
         let array = &self.array;
         match &self.node {
-            Node::Null => {}
+            Node::Null | Node::Absent => {}
+            Node::Text => {
+                let text = Column::new(array.as_ref()).value(row).to_text();
+                write_bytes(out, text.unwrap_or_default().as_bytes());
+            }
+            Node::Number { single } => {
+                let number = match Column::new(array.as_ref()).value(row) {
+                    Value::Float(f) => f,
+                    Value::Int(i) => i as f64,
+                    _ => 0.0,
+                };
+                match single {
+                    true => out.extend_from_slice(&(number as f32).to_le_bytes()),
+                    false => out.extend_from_slice(&number.to_le_bytes()),
+                }
+            }
+            Node::TimestampMillis(unit) => {
+                write_long(out, timestamp_micros(array, *unit, row).div_euclid(1000))
+            }
             Node::Boolean => out.push(u8::from(array.as_boolean().value(row))),
             Node::Int => write_long(out, int_value(array, row)),
             Node::Long => write_long(out, int_value(array, row)),
@@ -397,4 +427,266 @@ fn minimal_twos_complement(value: i128) -> ([u8; 16], usize) {
         start += 1;
     }
     (bytes, start)
+}
+
+/// A record schema the user supplies (an `.avsc` file) that values are written with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SuppliedSchema {
+    /// The schema as the registry gets it (compact JSON).
+    pub text: String,
+    /// The parsed schema.
+    pub json: Json,
+    /// The record's full name.
+    pub name: String,
+}
+
+impl SuppliedSchema {
+    /// Reads the `.avsc` file at `path`: a JSON record schema.
+    pub fn read(path: &std::path::Path) -> Result<SuppliedSchema, String> {
+        let shown = path.display();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("the Avro schema {shown} cannot be read: {e}"))?;
+        let json: Json = serde_json::from_str(&text)
+            .map_err(|e| format!("the Avro schema {shown} is not JSON: {e}"))?;
+        if json["type"] != "record" || !json["fields"].is_array() {
+            return Err(format!(
+                "the Avro schema {shown} must be a record (\"type\": \"record\" with \"fields\")"
+            ));
+        }
+        let name = match (json["namespace"].as_str(), json["name"].as_str()) {
+            (_, None) => return Err(format!("the Avro schema {shown} has no record name")),
+            (Some(namespace), Some(name)) if !name.contains('.') => {
+                crate::format::full_name(namespace, name)
+            }
+            (_, Some(name)) => name.to_string(),
+        };
+        Ok(SuppliedSchema {
+            text: json.to_string(),
+            json,
+            name,
+        })
+    }
+}
+
+/// A writer of `fields` with the supplied record schema `schema`: each schema field takes
+/// the record field of its name (a field the record lacks must allow null, and is
+/// null); record fields the schema lacks are left out.
+pub(crate) fn supplied(schema: &Json, fields: &[SourceField]) -> Result<Writer, HelperError> {
+    let writers = supplied_fields(schema, "", |name| {
+        fields
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.array.clone())
+    })?;
+    Ok(Writer::record(writers))
+}
+
+fn supplied_fields(
+    record: &Json,
+    path: &str,
+    find: impl Fn(&str) -> Option<ArrayRef>,
+) -> Result<Vec<Writer>, HelperError> {
+    let mut writers = Vec::new();
+    for field in record["fields"].as_array().into_iter().flatten() {
+        let name = field["name"].as_str().unwrap_or_default();
+        let field_path = if path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{path}.{name}")
+        };
+        let schema = &field["type"];
+        writers.push(match find(name) {
+            Some(array) if *array.data_type() != DataType::Null => {
+                supplied_writer(schema, &array, &field_path)?
+            }
+            _ => {
+                let Some(null) = null_branch(schema) else {
+                    return Err(HelperError(format!(
+                        "Field `{field_path}` of the supplied Avro schema has no value in the record, and its type does not allow null."
+                    )));
+                };
+                let empty: ArrayRef = std::sync::Arc::new(arrow_array::NullArray::new(0));
+                Writer {
+                    array: empty,
+                    union: Some((null, null)),
+                    node: Node::Absent,
+                }
+            }
+        });
+    }
+    Ok(writers)
+}
+
+/// The index of `null` in a union schema.
+fn null_branch(schema: &Json) -> Option<i64> {
+    schema
+        .as_array()?
+        .iter()
+        .position(|branch| branch == "null")
+        .map(|i| i as i64)
+}
+
+/// The writer of `array` into `schema` (a union with null, or one type).
+fn supplied_writer(schema: &Json, array: &ArrayRef, path: &str) -> Result<Writer, HelperError> {
+    if let Some(branches) = schema.as_array() {
+        let null = null_branch(schema);
+        let (value, branch) = branches
+            .iter()
+            .enumerate()
+            .find(|(_, b)| *b != "null")
+            .ok_or_else(|| {
+                HelperError(format!(
+                    "Field `{path}` of the supplied Avro schema is only null."
+                ))
+            })?;
+        let node = supplied_node(branch, array, path)?;
+        return Ok(Writer {
+            array: array.clone(),
+            union: null.map(|null| (null, value as i64)),
+            node,
+        });
+    }
+    Ok(Writer {
+        array: array.clone(),
+        union: None,
+        node: supplied_node(schema, array, path)?,
+    })
+}
+
+fn supplied_node(schema: &Json, array: &ArrayRef, path: &str) -> Result<Node, HelperError> {
+    let data_type = array.data_type();
+    let (kind, logical) = match schema {
+        Json::String(kind) => (kind.as_str(), None),
+        Json::Object(object) => (
+            object
+                .get("type")
+                .and_then(Json::as_str)
+                .unwrap_or_default(),
+            object.get("logicalType").and_then(Json::as_str),
+        ),
+        _ => ("", None),
+    };
+    let mismatch = || {
+        HelperError(format!(
+            "Field `{path}` holds Arrow type {data_type}, which its type in the supplied Avro schema ({schema}) cannot take."
+        ))
+    };
+    Ok(match (kind, logical, data_type) {
+        ("int", Some("date"), DataType::Date32) => Node::Date,
+        (
+            "long",
+            Some("timestamp-micros" | "local-timestamp-micros"),
+            DataType::Timestamp(unit, _),
+        ) => Node::Timestamp(*unit),
+        (
+            "long",
+            Some("timestamp-millis" | "local-timestamp-millis"),
+            DataType::Timestamp(unit, _),
+        ) => Node::TimestampMillis(*unit),
+        ("bytes", Some("decimal"), DataType::Decimal128(_, scale)) => {
+            if schema["scale"].as_i64().unwrap_or(0) != i64::from(*scale) {
+                return Err(HelperError(format!(
+                    "Field `{path}` is a decimal of scale {scale}, and its type in the supplied Avro schema has scale {}.",
+                    schema["scale"]
+                )));
+            }
+            Node::Decimal
+        }
+        ("boolean", _, DataType::Boolean) => Node::Boolean,
+        // Wider integers could overflow an Avro int, which readers refuse.
+        (
+            "int",
+            None,
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16,
+        ) => Node::Int,
+        ("long", None, t) if t.is_integer() => Node::Long,
+        ("float", _, t) if t.is_floating() || t.is_integer() => Node::Number { single: true },
+        ("double", _, t) if t.is_floating() || t.is_integer() => Node::Number { single: false },
+        ("string", _, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => Node::Str,
+        ("string", _, _) => Node::Text,
+        ("bytes", None, DataType::Binary | DataType::LargeBinary | DataType::BinaryView) => {
+            Node::Bytes
+        }
+        ("record", _, DataType::Struct(_)) => {
+            let children = fields::struct_fields(array);
+            Node::Record(supplied_fields(schema, path, |name| {
+                children
+                    .iter()
+                    .find(|c| c.name == name)
+                    .map(|c| c.array.clone())
+            })?)
+        }
+        ("array", _, DataType::List(_) | DataType::LargeList(_)) => {
+            let items = match data_type {
+                DataType::List(_) => array.as_list::<i32>().values().clone(),
+                _ => array.as_list::<i64>().values().clone(),
+            };
+            Node::Array(Box::new(supplied_writer(&schema["items"], &items, path)?))
+        }
+        ("map", _, DataType::Map(..)) => {
+            let map = array.as_map();
+            if !matches!(
+                map.keys().data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            ) {
+                return Err(mismatch());
+            }
+            Node::Map(
+                Box::new(Writer::new(map.keys(), false, Node::Str)),
+                Box::new(supplied_writer(&schema["values"], map.values(), path)?),
+            )
+        }
+        _ => return Err(mismatch()),
+    })
+}
+
+impl Writer {
+    /// The first of `rows` where a field whose type does not allow null is null (in a
+    /// record or a record nested in it), with the path of field positions to it.
+    pub(crate) fn null_in_non_null(&self, rows: &[u32]) -> Option<(Vec<usize>, u32)> {
+        let Node::Record(fields) = &self.node else {
+            return None;
+        };
+        fields.iter().enumerate().find_map(|(index, field)| {
+            if field.array.null_count() == 0 && !matches!(field.node, Node::Record(_)) {
+                return None;
+            }
+            let nullable = field.union.is_some() || matches!(field.node, Node::Null);
+            let here = (!nullable)
+                .then(|| rows.iter().find(|&&row| field.array.is_null(row as usize)))
+                .flatten()
+                .map(|&row| (vec![index], row));
+            // A nested record's rows are its parent's, where the parent is not null.
+            here.or_else(|| {
+                let present: Vec<u32> = rows
+                    .iter()
+                    .copied()
+                    .filter(|&row| !field.array.is_null(row as usize))
+                    .collect();
+                field.null_in_non_null(&present).map(|(mut path, row)| {
+                    path.insert(0, index);
+                    (path, row)
+                })
+            })
+        })
+    }
+}
+
+/// The dotted name of the field at `path` (positions) in the record schema `schema`.
+pub(crate) fn field_name(schema: &Json, path: &[usize]) -> String {
+    let mut names = Vec::new();
+    let mut record = schema;
+    for &index in path {
+        let field = &record["fields"][index];
+        names.push(field["name"].as_str().unwrap_or_default().to_string());
+        // The next record is the field's type, or the non-null branch of its union.
+        record = match &field["type"] {
+            Json::Array(branches) => branches
+                .iter()
+                .find(|b| *b != "null")
+                .unwrap_or(&Json::Null),
+            other => other,
+        };
+    }
+    names.join(".")
 }

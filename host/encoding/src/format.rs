@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::avro::SuppliedSchema;
 use crate::protobuf::ProtobufSchema;
 
 /// How a helper-made record's value is written.
@@ -78,6 +79,9 @@ pub struct Format {
     pub table: String,
     /// The message values are written as, for [`ValueFormat::Protobuf`].
     pub protobuf: Option<Arc<ProtobufSchema>>,
+    /// The record schema Avro values are written with instead of one derived from the
+    /// table.
+    pub avro_schema: Option<Arc<SuppliedSchema>>,
 }
 
 impl Format {
@@ -96,6 +100,11 @@ impl Format {
         match (&self.protobuf, self.value, self.envelope) {
             (Some(schema), ValueFormat::Protobuf, _) => schema.message.full_name().to_string(),
             (_, _, Envelope::Debezium) => full_name(&self.namespace, "Envelope"),
+            (_, ValueFormat::Avro, _) if self.avro_schema.is_some() => self
+                .avro_schema
+                .as_ref()
+                .map(|s| s.name.clone())
+                .unwrap_or_default(),
             _ => full_name(&self.namespace, &self.record_name),
         }
     }
@@ -145,6 +154,7 @@ impl Default for Format {
             pipeline: String::new(),
             table: String::new(),
             protobuf: None,
+            avro_schema: None,
         }
     }
 }

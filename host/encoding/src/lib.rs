@@ -10,6 +10,7 @@
 
 mod avro;
 mod debezium;
+mod decode;
 mod fields;
 mod format;
 mod framing;
@@ -23,7 +24,9 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use sluice_model::helpers::{EncodeSpec, HelperError, RecordSink};
 
+pub use avro::SuppliedSchema;
 pub use debezium::SNAPSHOT_METADATA;
+pub use decode::decode;
 pub use format::{Envelope, Format, KeyFormat, ValueFormat, invalid_avro_name};
 pub use framing::{FRAME_LEN, Framed, SchemaKind, SubjectStrategy, WriterSchema, write_id};
 pub use protobuf::ProtobufSchema;

@@ -184,6 +184,19 @@ impl<'a> MessageWriter<'a> {
         Ok(MessageWriter { fields: writers })
     }
 
+    /// The first of `rows` with a string that names no value of its enum field, as an
+    /// error naming the field, the string and the row.
+    pub(crate) fn check_enum_names(
+        &self,
+        rows: &mut dyn Iterator<Item = usize>,
+    ) -> Result<(), HelperError> {
+        let rows: Vec<usize> = rows.collect();
+        for field in &self.fields {
+            field.check_enum_names(&mut rows.iter().copied())?;
+        }
+        Ok(())
+    }
+
     /// Writes the message of `row` (its fields, without a length).
     pub(crate) fn write_row(&self, row: usize, out: &mut Vec<u8>) {
         for field in &self.fields {
@@ -247,6 +260,20 @@ fn single<'a>(
                 | DataType::Utf8View
         ),
         Kind::Bool => *data_type == DataType::Boolean,
+        // A wider integer could overflow the field, which readers would take mangled.
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => matches!(
+            data_type,
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16
+        ),
+        Kind::Uint32 | Kind::Fixed32 => matches!(
+            data_type,
+            DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::UInt8
+                | DataType::UInt16
+                | DataType::UInt32
+        ),
         Kind::Double | Kind::Float => data_type.is_floating() || data_type.is_integer(),
         Kind::Enum(_) => matches!(
             data_type,
@@ -265,6 +292,8 @@ fn single<'a>(
         return Err(mismatch(name, descriptor, array));
     }
     let node = match kind {
+        // An all-null column writes nothing, whatever the field's kind.
+        kind if *data_type == DataType::Null => Node::Scalar(kind),
         Kind::Message(message) if message.full_name() == "google.protobuf.Timestamp" => {
             Node::Timestamp
         }
@@ -325,6 +354,38 @@ fn write_length_delimited(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
 }
 
 impl FieldWriter<'_> {
+    fn check_enum_names(&self, rows: &mut dyn Iterator<Item = usize>) -> Result<(), HelperError> {
+        let mut present = rows.filter(|&row| !self.column.is_null(row));
+        match &self.node {
+            Node::Scalar(Kind::Enum(descriptor)) => {
+                for row in present {
+                    if let Value::Str(name) = self.column.value(row)
+                        && descriptor.get_value_by_name(name).is_none()
+                    {
+                        let names: Vec<String> =
+                            descriptor.values().map(|v| v.name().to_string()).collect();
+                        return Err(HelperError(format!(
+                            "Row {row} has `{name}` for enum {}, which has no such value (it has {}); map the value in the module or add it to the .proto.",
+                            descriptor.full_name(),
+                            names.join(", ")
+                        )));
+                    }
+                }
+                Ok(())
+            }
+            Node::Message(writer) => writer.check_enum_names(&mut present),
+            Node::Repeated(item) => item
+                .check_enum_names(&mut present.flat_map(|row| fields::list_range(self.array, row))),
+            Node::Map(_, value) => {
+                let offsets = self.array.as_map().value_offsets();
+                value.check_enum_names(
+                    &mut present.flat_map(|row| offsets[row] as usize..offsets[row + 1] as usize),
+                )
+            }
+            Node::Scalar(_) | Node::Timestamp => Ok(()),
+        }
+    }
+
     /// Writes the field for `row`, nothing when the value is null.
     fn write(&self, row: usize, out: &mut Vec<u8>) {
         if self.column.is_null(row) {
@@ -362,7 +423,8 @@ impl FieldWriter<'_> {
                 match &item.node {
                     Node::Scalar(kind) if packable(kind) => {
                         let mut packed = Vec::new();
-                        for index in range {
+                        // A repeated field has no null items: a null one is left out.
+                        for index in range.filter(|&index| !item.column.is_null(index)) {
                             write_scalar_payload(&mut packed, kind, &item.column.value(index));
                         }
                         write_length_delimited(out, self.number, &packed);

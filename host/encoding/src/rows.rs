@@ -72,7 +72,7 @@ pub(crate) fn encode(
     let (value_schema, row_writer) = if tombstones_only {
         (None, None)
     } else {
-        let (schema, writer) = value_writer(format, &fields, debezium)?;
+        let (schema, writer) = value_writer(format, &fields, debezium, &rows)?;
         (schema, Some(writer))
     };
     // Protobuf values carry the message's indexes after the schema id.
@@ -178,11 +178,13 @@ fn done(rows: u32, key: Option<Arc<WriterSchema>>, value: Option<Arc<WriterSchem
     Encoded { rows, key, value }
 }
 
-/// The value's schema (none for plain JSON) and its row writer.
+/// The value's schema (none for plain JSON) and its row writer; refuses a null in `rows`
+/// where the Avro schema allows none, and a string no Protobuf enum value is named.
 fn value_writer<'a>(
     format: &Format,
     fields: &'a [SourceField],
     debezium: bool,
+    rows: &[u32],
 ) -> Result<(Option<Arc<WriterSchema>>, RowWriter<'a>), HelperError> {
     let json_writer = |with_nulls| RowWriter::Json {
         fields: fields
@@ -217,8 +219,19 @@ fn value_writer<'a>(
         }
         ValueFormat::Avro => {
             let mut names = Names::default();
-            let (row, writer) =
-                avro::record(&format.record_name, &format.namespace, fields, &mut names)?;
+            let (row, writer) = match &format.avro_schema {
+                Some(supplied) => (
+                    supplied.json.clone(),
+                    avro::supplied(&supplied.json, fields)?,
+                ),
+                None => avro::record(&format.record_name, &format.namespace, fields, &mut names)?,
+            };
+            if let Some((path, at)) = writer.null_in_non_null(rows) {
+                let name = avro::field_name(&row, &path);
+                return Err(HelperError(format!(
+                    "Field `{name}` is null in row {at}, and its Avro type does not allow null; make it a union with null in the schema."
+                )));
+            }
             let schema = match debezium {
                 true => debezium::avro_schema(format, row, &mut names),
                 false => row,
@@ -243,6 +256,7 @@ fn value_writer<'a>(
                 ));
             }
             let writer = protobuf::MessageWriter::new(&schema.message, fields)?;
+            writer.check_enum_names(&mut rows.iter().map(|&row| row as usize))?;
             (
                 framed(
                     SchemaKind::Protobuf,

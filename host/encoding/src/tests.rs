@@ -8,7 +8,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Fields, Schema, TimeUnit};
 use sluice_model::Record;
 use sluice_model::helpers::{
-    CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, EncodeSpec, FieldValue, ValueEncoding,
+    CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, EncodeSpec, FieldValue, Scalar, ValueEncoding,
 };
 
 use super::*;
@@ -355,14 +355,14 @@ fn protobuf_values_follow_the_supplied_message() {
         "syntax = \"proto3\";\npackage crm;\nmessage Other { string x = 1; }\nmessage Deal {\n  string id = 1;\n  sint64 amount = 2;\n  repeated string tags = 3;\n  Doc doc = 4;\n  message Doc { string stage = 1; }\n}\n",
     )
     .unwrap();
-    let schema = ProtobufSchema::compile(&proto, Some("crm.Deal")).unwrap();
+    let schema = Arc::new(ProtobufSchema::compile(&proto, Some("crm.Deal")).unwrap());
     assert_eq!(
         schema.message_indexes(),
         [2, 2],
         "one index: the second message"
     );
     let mut protobuf = format(ValueFormat::Protobuf, Envelope::None);
-    protobuf.protobuf = Some(Arc::new(schema));
+    protobuf.protobuf = Some(schema.clone());
     let fields = ValueEncoding::Json(vec![
         ("id".into(), FieldValue::Column("id".into())),
         ("amount".into(), FieldValue::Column("amount".into())),
@@ -386,6 +386,11 @@ fn protobuf_values_follow_the_supplied_message() {
             0x22, 5, 0x0a, 3, b'w', b'o', b'n', // doc { stage = "won" }
         ][..]
     );
+    // Read back with the .proto's field names (a 64-bit integer is a string in JSON).
+    assert_eq!(
+        decode(&value, row0, Some(&schema)).unwrap(),
+        serde_json::json!({"id": "a", "amount": "1", "tags": ["a", "b"], "doc": {"stage": "won"}})
+    );
     let missing = ValueEncoding::Json(vec![("nope".into(), FieldValue::Column("id".into()))]);
     let mut out = Vec::new();
     let error = encode(&batch(), &spec(missing), &protobuf, &mut out).unwrap_err();
@@ -393,4 +398,137 @@ fn protobuf_values_follow_the_supplied_message() {
         error.0,
         "Message crm.Deal has no field `nope`; add it to the .proto or leave it out of the record."
     );
+}
+
+#[test]
+fn a_supplied_avro_schema_takes_fields_by_name_and_nulls_where_it_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deal.avsc");
+    std::fs::write(
+        &path,
+        r#"{"type": "record", "name": "Deal", "namespace": "crm", "fields": [
+            {"name": "amount", "type": ["null", "double"], "default": null},
+            {"name": "id", "type": "string"},
+            {"name": "region", "type": ["null", "string"], "default": null},
+            {"name": "price", "type": ["null", "string"]},
+            {"name": "at", "type": [{"type": "long", "logicalType": "timestamp-millis"}, "null"]}
+        ]}"#,
+    )
+    .unwrap();
+    let mut avro = format(ValueFormat::Avro, Envelope::None);
+    avro.avro_schema = Some(Arc::new(SuppliedSchema::read(&path).unwrap()));
+    let fields = ValueEncoding::Json(vec![
+        ("id".into(), FieldValue::Column("id".into())),
+        ("amount".into(), FieldValue::Column("amount".into())),
+        ("price".into(), FieldValue::Column("price".into())),
+        ("at".into(), FieldValue::CommitTimestamp),
+        ("ignored".into(), FieldValue::Column("tags".into())),
+    ]);
+    let (records, encoded) = run(&spec(fields), &avro);
+    let value = encoded.value.unwrap();
+    assert_eq!(value.name, "crm.Deal");
+    assert_eq!(
+        &records[0].value.as_ref().unwrap()[FRAME_LEN..],
+        &[
+            2, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, // amount: branch 1, 1.0 as a double
+            2, b'a', // id
+            0,    // region: not in the record, null
+            2, 10, b'1', b'2', b'.', b'5', b'0', // price: a decimal as text
+            0, 2, // at: branch 0 of [long, null], 1 ms
+        ][..]
+    );
+    // A null where the schema allows none names the field.
+    let nulls = spec(ValueEncoding::Json(vec![(
+        "id".into(),
+        FieldValue::Column("doc.stage".into()),
+    )]));
+    let error = encode(&batch(), &nulls, &avro, &mut Vec::new()).unwrap_err();
+    assert_eq!(
+        error.0,
+        "Field `id` is null in row 3, and its Avro type does not allow null; make it a union with null in the schema."
+    );
+}
+
+#[test]
+fn protobuf_refuses_what_its_fields_cannot_hold_and_skips_what_is_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let proto = dir.path().join("deal.proto");
+    std::fs::write(
+        &proto,
+        "syntax = \"proto3\";\npackage crm;\nmessage Deal {\n  Stage stage = 1;\n  int32 small = 2;\n  Doc doc = 3;\n  repeated int64 counts = 4;\n  enum Stage { UNKNOWN = 0; WON = 1; NEW = 2; }\n  message Doc { string stage = 1; }\n}\n",
+    )
+    .unwrap();
+    let mut protobuf = format(ValueFormat::Protobuf, Envelope::None);
+    protobuf.protobuf = Some(Arc::new(
+        ProtobufSchema::compile(&proto, Some("crm.Deal")).unwrap(),
+    ));
+    let encode_fields = |fields: Vec<(&str, FieldValue)>| {
+        let fields = fields
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect();
+        encode(
+            &batch(),
+            &spec(ValueEncoding::Json(fields)),
+            &protobuf,
+            &mut Vec::new(),
+        )
+    };
+    // Enum values by name: `new` and `won` are not UNKNOWN/WON/NEW (names are exact).
+    let error = encode_fields(vec![("stage", FieldValue::Column("doc.stage".into()))]).unwrap_err();
+    assert_eq!(
+        error.0,
+        "Row 0 has `won` for enum crm.Deal.Stage, which has no such value (it has UNKNOWN, WON, NEW); map the value in the module or add it to the .proto."
+    );
+    // A 64-bit column into an int32 could overflow it.
+    let error = encode_fields(vec![("small", FieldValue::Column("amount".into()))]).unwrap_err();
+    assert_eq!(
+        error.0,
+        "Field `small` holds Arrow type Int64, which Protobuf field crm.Deal.small (int32) cannot take."
+    );
+    // A constant null into a message field leaves it unset.
+    let null_doc = vec![("doc", FieldValue::Constant(Scalar::Null))];
+    assert!(encode_fields(null_doc).is_ok());
+}
+
+/// Values without their null fields, as the `json` encoding leaves them out.
+fn without_nulls(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(fields) => fields
+            .into_iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k, without_nulls(v)))
+            .collect(),
+        other => other,
+    }
+}
+
+#[test]
+fn decoded_avro_and_json_schema_values_read_as_the_json_encoding_writes_them() {
+    let spec = spec(ValueEncoding::JsonRow);
+    let (plain, _) = run(&spec, &Format::default());
+    let expected: Vec<serde_json::Value> = plain
+        .iter()
+        .filter_map(|r| r.value.as_ref())
+        .map(|v| serde_json::from_slice(v).unwrap())
+        .collect();
+    for value_format in [ValueFormat::Avro, ValueFormat::JsonSchema] {
+        let (records, encoded) = run(&spec, &format(value_format, Envelope::None));
+        let schema = encoded.value.unwrap();
+        let decoded: Vec<serde_json::Value> = records
+            .iter()
+            .filter_map(|r| r.value.as_ref())
+            .map(|v| without_nulls(decode(&schema, v, None).unwrap()))
+            .collect();
+        assert_eq!(decoded, expected, "{value_format:?}");
+    }
+    // A payload cut short says so instead of reading past its end.
+    let (records, encoded) = run(&spec, &format(ValueFormat::Avro, Envelope::None));
+    let value = records[0].value.as_ref().unwrap();
+    let error = decode(
+        encoded.value.as_ref().unwrap(),
+        &value[..value.len() - 2],
+        None,
+    );
+    assert!(error.unwrap_err().starts_with("the Avro value ends early"));
 }

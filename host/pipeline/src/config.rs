@@ -8,7 +8,8 @@ use serde::Deserialize;
 use std::sync::Arc;
 
 use sluice_encoding::{
-    Envelope, Format, KeyFormat, ProtobufSchema, SubjectStrategy, ValueFormat, invalid_avro_name,
+    Envelope, Format, KeyFormat, ProtobufSchema, SubjectStrategy, SuppliedSchema, ValueFormat,
+    invalid_avro_name,
 };
 use sluice_registry::{RegistryAuth, RegistrySettings};
 
@@ -213,6 +214,13 @@ pub struct EncodingSection {
     /// The compiled message, read when the config is.
     #[serde(skip)]
     pub protobuf: Option<Arc<ProtobufSchema>>,
+    /// With `value = "avro"`: a record schema (`.avsc`, relative to the config file) to
+    /// write values with instead of one derived from the table.
+    #[serde(default)]
+    pub avro_schema: Option<PathBuf>,
+    /// The supplied Avro schema, read when the config is.
+    #[serde(skip)]
+    pub avro: Option<Arc<SuppliedSchema>>,
     /// `string` (default: the key's value as text) or `avro` (a framed Avro primitive).
     #[serde(default)]
     pub key: KeyFormat,
@@ -570,6 +578,7 @@ impl PipelineConfig {
         if encoding.subject_name_strategy != SubjectStrategy::Topic
             && encoding.record_name.is_none()
             && encoding.value != ValueFormat::Protobuf
+            && encoding.avro_schema.is_none()
         {
             return Err(
                 "[sink.encoding] subject_name_strategy names subjects after the record: set record_name (and namespace) so this pipeline's subjects are its own".to_string(),
@@ -596,6 +605,19 @@ impl PipelineConfig {
                 return Err(
                     "[sink.encoding] protobuf_schema is only used with value = \"protobuf\""
                         .to_string(),
+                );
+            }
+            (_, None) => {}
+        }
+        match (encoding.value, &encoding.avro_schema) {
+            (ValueFormat::Avro, Some(path)) => {
+                let schema = SuppliedSchema::read(&base.join(path))
+                    .map_err(|e| format!("[sink.encoding] avro_schema: {e}"))?;
+                encoding.avro = Some(Arc::new(schema));
+            }
+            (_, Some(_)) => {
+                return Err(
+                    "[sink.encoding] avro_schema is only used with value = \"avro\"".to_string(),
                 );
             }
             (_, None) => {}
@@ -673,6 +695,7 @@ impl PipelineConfig {
             pipeline: self.pipeline.name.clone(),
             table: self.source.table.clone(),
             protobuf: encoding.protobuf.clone(),
+            avro_schema: encoding.avro.clone(),
         }
     }
 
@@ -754,6 +777,41 @@ mod tests {
         assert_eq!(config.source.starting_version, None);
         assert!(!config.source.snapshot);
         assert_eq!(config.kafka_properties()["linger.ms"], "5");
+    }
+
+    #[test]
+    fn a_supplied_avro_schema_is_read_with_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("deal.avsc"),
+            r#"{"type": "record", "name": "Deal", "namespace": "crm", "fields": []}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("list.avsc"), r#"{"type": "array"}"#).unwrap();
+        let with = |encoding: &str| {
+            let text = format!(
+                "{MINIMAL}\n[sink.encoding]\n{encoding}\n[sink.schema_registry]\nurl = \"http://127.0.0.1:1\"\n"
+            );
+            PipelineConfig::parse(&text, dir.path())
+        };
+        let config = with(
+            "value = \"avro\"\navro_schema = \"deal.avsc\"\nsubject_name_strategy = \"record\"",
+        )
+        .unwrap();
+        assert_eq!(config.format().value_name(), "crm.Deal");
+        let error = with("value = \"avro\"\navro_schema = \"list.avsc\"").unwrap_err();
+        assert!(error.contains("must be a record"), "{error}");
+        let error = with("value = \"avro\"\navro_schema = \"none.avsc\"").unwrap_err();
+        assert!(
+            error.starts_with("[sink.encoding] avro_schema: the Avro schema")
+                && error.contains("cannot be read"),
+            "{error}"
+        );
+        let error = with("value = \"json-schema\"\navro_schema = \"deal.avsc\"").unwrap_err();
+        assert_eq!(
+            error,
+            "[sink.encoding] avro_schema is only used with value = \"avro\""
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub use metrics::{
     BATCH_SECONDS_BUCKETS, MetricsSnapshot, PipelineMetrics, ProgressSnapshot, StageSeconds,
 };
 pub use module::{Instance, Module};
-pub use preview::{PreviewOptions, PreviewSummary, preview};
+pub use preview::{PreviewEncoding, PreviewOptions, PreviewSummary, preview};
 pub use run::{
     RunControls, RunMode, RunSummary, StartFrom, SwapReport, SwapRequest, run, run_controlled,
     sink_config,

@@ -1,17 +1,34 @@
 //! `sluice preview`: what a module makes of a table's changes, as JSON lines, without
 //! Kafka. The dev loop for transform authors.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
+use sluice_encoding::{SubjectStrategy, WriterSchema};
 use sluice_engine::{EngineConfig, Format, OutputRecord, TransformEngine};
 use sluice_model::{Value, write_json_value};
+use sluice_registry::{HttpRegistry, Registration, RegistrySettings, SchemaRegistry};
 use sluice_source::{ChangeFeed, Position, SourceOptions};
 
+use crate::config::PipelineConfig;
 use crate::error::PipelineError;
 use crate::records::transform_error;
+
+/// A pipeline's encoding, for a preview that shows records as the pipeline writes them.
+#[derive(Clone, Debug)]
+pub struct PreviewEncoding {
+    /// How the helpers write records.
+    pub format: Arc<Format>,
+    /// The registry asked which id each schema has (nothing is registered).
+    pub registry: Option<RegistrySettings>,
+    /// The pipeline's topic, for subject names.
+    pub topic: String,
+    /// How subjects are named.
+    pub strategy: SubjectStrategy,
+}
 
 /// What to preview.
 #[derive(Clone, Debug)]
@@ -32,6 +49,31 @@ pub struct PreviewOptions {
     pub storage_options: Vec<(String, String)>,
     /// Most change rows per batch.
     pub batch_rows: usize,
+    /// The pipeline's encoding; plain JSON when `None`.
+    pub encoding: Option<PreviewEncoding>,
+}
+
+impl PreviewOptions {
+    /// What `config`'s pipeline would make: its table, module, parameters, storage
+    /// options, batch size and encoding, from version 0 to the latest.
+    pub fn from_config(config: &PipelineConfig) -> PreviewOptions {
+        PreviewOptions {
+            table: config.source.table.clone(),
+            module: config.transform.module.clone(),
+            from: 0,
+            to: None,
+            limit: None,
+            params: config.transform_params(),
+            storage_options: config.source.storage_options.clone().into_iter().collect(),
+            batch_rows: config.source.batch_rows,
+            encoding: Some(PreviewEncoding {
+                format: Arc::new(config.format()),
+                registry: config.registry_settings(),
+                topic: config.sink.topic.clone(),
+                strategy: config.sink.encoding.subject_name_strategy,
+            }),
+        }
+    }
 }
 
 /// What a preview read and printed.
@@ -67,7 +109,12 @@ pub fn preview(
         ..EngineConfig::default()
     })?;
     let module = engine.load(&options.module)?;
-    let mut instance = module.instantiate(&options.params, Arc::new(Format::default()))?;
+    let format = match &options.encoding {
+        Some(encoding) => encoding.format.clone(),
+        None => Arc::new(Format::default()),
+    };
+    let mut instance = module.instantiate(&options.params, format)?;
+    let mut schemas = SchemaLookup::new(options.encoding.as_ref())?;
     let mut summary = PreviewSummary::default();
     for batch in feed.read(Position::at_version(options.from), to)? {
         let batch = batch?;
@@ -81,14 +128,24 @@ pub fn preview(
         summary.rows += batch.batch.num_rows() as u64;
         let first_row = batch.end.row_offset - batch.batch.num_rows() as u64;
         let mut lines = Vec::new();
-        for record in &output.records {
+        for (index, record) in output.records.iter().enumerate() {
             if options
                 .limit
                 .is_some_and(|limit| summary.records as usize >= limit)
             {
                 break;
             }
-            lines.push(record_line(batch.end.version, first_row, record));
+            let mut line = record_line(batch.end.version, first_row, record);
+            if let Some(framed) = output.framed.iter().find(|f| f.records.contains(&index)) {
+                let topic = record.topic.as_deref();
+                if let (Some(schema), Some(key)) = (&framed.key, &record.key) {
+                    schemas.show(&mut line, "key", schema, key, topic);
+                }
+                if let (Some(schema), Some(value)) = (&framed.value, &record.value) {
+                    schemas.show(&mut line, "value", schema, value, topic);
+                }
+            }
+            lines.push(line);
             summary.records += 1;
         }
         for rejected in &output.rejected {
@@ -112,6 +169,80 @@ pub fn preview(
         }
     }
     Ok(summary)
+}
+
+/// Decodes framed keys and values and says which schema id each would be produced
+/// with, asking the registry once per subject and schema.
+struct SchemaLookup<'a> {
+    encoding: Option<&'a PreviewEncoding>,
+    registry: Option<HttpRegistry>,
+    answers: HashMap<(String, String), Json>,
+}
+
+impl<'a> SchemaLookup<'a> {
+    fn new(encoding: Option<&'a PreviewEncoding>) -> Result<SchemaLookup<'a>, PipelineError> {
+        let registry = match encoding.and_then(|e| e.registry.as_ref()) {
+            Some(settings) => Some(
+                HttpRegistry::new(settings)
+                    .map_err(|e| PipelineError::RegistryClient(Box::new(e)))?,
+            ),
+            None => None,
+        };
+        Ok(SchemaLookup {
+            encoding,
+            registry,
+            answers: HashMap::new(),
+        })
+    }
+
+    /// Replaces `line[field]` (the framed bytes) with the decoded value and adds
+    /// `<field>_schema`: the subject and the id, or what registering would do.
+    fn show(
+        &mut self,
+        line: &mut Json,
+        field: &str,
+        schema: &WriterSchema,
+        bytes: &[u8],
+        topic: Option<&str>,
+    ) {
+        let Some(encoding) = self.encoding else {
+            return;
+        };
+        let protobuf = encoding.format.protobuf.as_deref();
+        line[field] = match sluice_encoding::decode(schema, bytes, protobuf) {
+            Ok(decoded) => decoded,
+            Err(e) => json!({ "undecodable": e }),
+        };
+        let topic = topic.unwrap_or(&encoding.topic);
+        let subject = encoding.strategy.subject(topic, field == "key", schema);
+        let registry = self.registry.as_ref();
+        let key = (subject.clone(), schema.text.clone());
+        let first = !self.answers.contains_key(&key);
+        let answer = self.answers.entry(key).or_insert_with(|| {
+            let mut answer = json!({ "subject": subject, "type": schema.kind.registry_name() });
+            let outcome = match registry.map(|r| r.preview(&subject, schema)) {
+                None => json!({ "id": null, "registry": "none configured" }),
+                Some(Ok(Registration::Known(id))) => json!({ "id": id }),
+                Some(Ok(Registration::Accepted)) => {
+                    json!({ "id": null, "registers": "a new version" })
+                }
+                Some(Ok(Registration::Refused(reasons))) => {
+                    json!({ "id": null, "refused": reasons })
+                }
+                Some(Err(e)) => json!({ "id": null, "registry_error": e.to_string() }),
+            };
+            if let (Some(answer), Json::Object(outcome)) = (answer.as_object_mut(), outcome) {
+                answer.extend(outcome);
+            }
+            answer
+        });
+        let mut shown = answer.clone();
+        // The schema's text once, where it first appears.
+        if first {
+            shown["schema"] = Json::String(schema.text.clone());
+        }
+        line[format!("{field}_schema")] = shown;
+    }
 }
 
 /// Bytes as JSON: text when they are UTF-8, `{"base64": …}` otherwise.

@@ -3,7 +3,7 @@
 /// A registry failure, with the registry's address and the subject.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    /// No answer: connection refused, timeout, TLS failure.
+    /// No answer: connection refused, timeout, a broken TLS connection.
     #[error(
         "The schema registry at {url} did not answer: {detail}. Check [sink.schema_registry] url, that the registry runs and this host can reach it (and, for https, its certificate authority: ca_location)."
     )]
@@ -11,6 +11,17 @@ pub enum RegistryError {
         /// The registry's address.
         url: String,
         /// What the HTTP client said.
+        detail: String,
+    },
+    /// The registry's https certificate is not trusted (or not valid): retrying cannot
+    /// help.
+    #[error(
+        "The schema registry at {url} presented a certificate this host does not trust: {detail}. Set [sink.schema_registry] ca_location to the PEM file of the certificate authority that signed it, or check that url names the registry's host."
+    )]
+    Untrusted {
+        /// The registry's address.
+        url: String,
+        /// What the TLS library said.
         detail: String,
     },
     /// The credentials were refused.

@@ -97,9 +97,25 @@ impl HttpRegistry {
     /// answer.
     fn call(&self, path: &str, body: Option<Json>) -> Result<(u16, Json), RegistryError> {
         let address = format!("{}{path}", self.url);
-        let unreachable = |e: ureq::Error| RegistryError::Unreachable {
-            url: self.url.clone(),
-            detail: e.to_string(),
+        let unreachable = |e: ureq::Error| {
+            let certificate = match &e {
+                ureq::Error::Rustls(rustls::Error::InvalidCertificate(_)) => true,
+                ureq::Error::Io(io) => io
+                    .get_ref()
+                    .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+                    .is_some_and(|inner| matches!(inner, rustls::Error::InvalidCertificate(_))),
+                _ => false,
+            };
+            match certificate {
+                true => RegistryError::Untrusted {
+                    url: self.url.clone(),
+                    detail: e.to_string(),
+                },
+                false => RegistryError::Unreachable {
+                    url: self.url.clone(),
+                    detail: e.to_string(),
+                },
+            }
         };
         let response = match body {
             Some(body) => {
@@ -267,7 +283,14 @@ impl SchemaRegistry for HttpRegistry {
                 url: self.url.clone(),
                 subject: subject.to_string(),
                 status,
-                message: format!("no compatibility level in its answer: {}", message(&body)),
+                message: match status {
+                    // No /config at all: the url is not the base of a Confluent API.
+                    404 => format!(
+                        "it has no {}/config; check that [sink.schema_registry] url is the base of its Confluent API (Apicurio's ends in /apis/ccompat/v7)",
+                        self.url
+                    ),
+                    _ => format!("no compatibility level in its answer: {}", message(&body)),
+                },
             }),
         }
     }

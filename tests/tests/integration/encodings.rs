@@ -9,8 +9,8 @@ use serde_json::Value;
 use sluice_tests::{
     Extra, PipelineFiles, by_key, consume_all, create_topic, deals_table, kafka_bootstrap,
     kafka_run_file, oidc_url, registry_decoded, registry_decoded_at, registry_url, repo_root,
-    run_expecting_failure, run_to_latest, secured_registry_url, sluice_check, transform_component,
-    unique_topic,
+    run_expecting_failure, run_to_latest, secured_registry_url, sluice_binary, sluice_check,
+    transform_component, unique_topic,
 };
 
 /// gold-deals on the host helpers, in every SDK language.
@@ -186,6 +186,154 @@ fn whole_rows_of_every_delta_type_decode_from_avro() {
 }
 
 #[test]
+fn a_supplied_avro_schema_shapes_the_values() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let topic = unique_topic("supplied-avro");
+    let avsc = repo_root().join("tests/data/schemas/gold-deal.avsc");
+    let more = format!("avro_schema = \"{}\"", avsc.display());
+    let files = pipeline(
+        &table,
+        "gold-deals-helpers",
+        &topic,
+        &encoding("avro", &more),
+        "",
+    );
+    run_to_latest(&files.config);
+    let registered = registry_get(&format!("/subjects/{topic}-value/versions/latest"));
+    let schema: Value = serde_json::from_str(registered["schema"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (schema["name"].as_str(), schema["namespace"].as_str()),
+        (Some("Deal"), Some("crm.gold"))
+    );
+    // The golden records, cut to the supplied schema's fields (region is null: left out).
+    let golden: Vec<String> =
+        std::fs::read_to_string(repo_root().join("tests/golden/gold-deals.txt"))
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let (key, value) = line.split_once('\t').unwrap();
+                if value == "<tombstone>" {
+                    return line.to_string();
+                }
+                let full: Value = serde_json::from_str(value).unwrap();
+                let cut: serde_json::Map<String, Value> =
+                    ["documentId", "eventTimestamp", "stage", "title"]
+                        .iter()
+                        .map(|name| (name.to_string(), full[name].clone()))
+                        .collect();
+                format!("{key}\t{}", Value::Object(cut))
+            })
+            .collect();
+    let got: Vec<String> = by_key(registry_decoded(&topic, "avro", &[]))
+        .into_iter()
+        .map(|line| {
+            let (key, value) = line.split_once('\t').unwrap();
+            match serde_json::from_str::<Value>(value) {
+                Ok(value) => format!("{key}\t{value}"),
+                Err(_) => line.to_string(),
+            }
+        })
+        .collect();
+    assert_eq!(got, golden);
+}
+
+/// `sluice preview --config` of a pipeline: one JSON object per record.
+fn preview_lines(config: &Path) -> Vec<Value> {
+    let output = std::process::Command::new(sluice_binary())
+        .args(["preview", "--limit", "3", "--config"])
+        .arg(config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn preview_shows_decoded_values_and_the_schema_id_they_would_carry() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["create", "--rows", "3"]);
+    let topic = unique_topic("preview-avro");
+    let files = pipeline(
+        &table,
+        "gold-deals-helpers",
+        &topic,
+        &encoding("avro", ""),
+        "",
+    );
+    // The same module's records in plain JSON, as a preview without a config shows them.
+    let plain = std::process::Command::new(sluice_binary())
+        .args(["preview", "--table"])
+        .arg(&table)
+        .arg("--module")
+        .arg(transform_component("gold-deals-helpers"))
+        .output()
+        .unwrap();
+    assert!(plain.status.success());
+    let golden: Vec<Value> = String::from_utf8(plain.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let line: Value = serde_json::from_str(line).unwrap();
+            serde_json::from_str(line["value"].as_str().unwrap()).unwrap()
+        })
+        .collect();
+    assert_eq!(golden.len(), 3);
+    assert_eq!(golden[0]["documentId"], "deal-0000");
+    let subject = format!("{topic}-value");
+    // Before any run: the values decoded, and the subject would take the schema as new.
+    let before = preview_lines(&files.config);
+    assert_eq!(before.len(), 3);
+    for (line, expected) in before.iter().zip(&golden) {
+        let decoded: serde_json::Map<String, Value> = line["value"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(&Value::Object(decoded), expected, "{line}");
+    }
+    assert_eq!(before[0]["value_schema"]["subject"], subject.as_str());
+    assert_eq!(before[0]["value_schema"]["registers"], "a new version");
+    assert!(
+        before[0]["value_schema"]["schema"].is_string(),
+        "{}",
+        before[0]
+    );
+    assert!(
+        before[1]["value_schema"].get("schema").is_none(),
+        "{}",
+        before[1]
+    );
+    let subjects = registry_get("/subjects");
+    assert!(
+        !subjects
+            .as_array()
+            .unwrap()
+            .contains(&Value::from(subject.as_str())),
+        "a preview registers nothing: {subjects}"
+    );
+    // After a run registered it: the id the records carry.
+    run_to_latest(&files.config);
+    let registered = registry_get(&format!("/subjects/{subject}/versions/latest"));
+    let after = preview_lines(&files.config);
+    assert_eq!(
+        after[0]["value_schema"]["id"], registered["id"],
+        "{}",
+        after[0]
+    );
+    assert_eq!(after[0]["value"], before[0]["value"]);
+}
+
+#[test]
 fn debezium_events_pair_updates_and_follow_deletes_with_tombstones() {
     let work = tempfile::tempdir().unwrap();
     let table = work.path().join("deals");
@@ -344,13 +492,22 @@ fn a_new_column_registers_a_new_version_and_a_refused_schema_stops_the_pipeline(
     set_compatibility("BACKWARD");
     deals_table(&table, &["region", "--name", "tier"]);
     // A check from the change's version shows the refusal before any run.
+    let change_version = std::fs::read_dir(table.join("_delta_log"))
+        .unwrap()
+        .filter_map(|entry| {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".json")?.parse::<u64>().ok()
+        })
+        .max()
+        .unwrap();
+    let starting = format!("starting_version = {change_version}");
     let from_change = PipelineFiles::new(
         &table,
         &transform_component("misbehaving/behaviors-c"),
         &topic,
         &kafka_bootstrap(),
         Extra {
-            source: "starting_version = 4",
+            source: &starting,
             sink: &encoding("avro", ""),
             params,
             ..Extra::default()
@@ -416,9 +573,12 @@ fn a_registry_over_https_takes_basic_credentials_and_bearer_tokens() {
     // Basic credentials, as Confluent Cloud's API key and secret (the registry
     // exchanges them for a token at its OIDC server).
     let topic = unique_topic("registry-basic");
-    let basic = secured("username = \"sluice\"\npassword = \"${env:SLUICE_TEST_REGISTRY_SECRET}\"");
-    // SAFETY: set before any thread of this test reads it; other tests never do.
-    unsafe { std::env::set_var("SLUICE_TEST_REGISTRY_SECRET", "secret") };
+    let secret_file = work.path().join("registry-secret");
+    std::fs::write(&secret_file, "secret\n").unwrap();
+    let basic = secured(&format!(
+        "username = \"sluice\"\npassword = \"${{file:{}}}\"",
+        secret_file.display()
+    ));
     let files = pipeline(&table, "gold-deals-helpers", &topic, &basic, "");
     run_to_latest(&files.config);
     let flags = [
@@ -478,7 +638,9 @@ fn a_registry_over_https_takes_basic_credentials_and_bearer_tokens() {
     let files = pipeline(&table, "gold-deals-helpers", &topic, &untrusting, "");
     let log = run_expecting_failure(&files.config);
     assert!(
-        log.contains(&format!("The schema registry at {url} did not answer")),
+        log.contains(&format!(
+            "The schema registry at {url} presented a certificate this host does not trust"
+        )),
         "{log}"
     );
     assert!(log.contains("ca_location"), "{log}");

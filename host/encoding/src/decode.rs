@@ -1,0 +1,298 @@
+//! The helpers' framed bytes read back as JSON, for people (`sluice preview`): a key or
+//! value decoded with the schema it was written with, values rendered as the `json`
+//! encoding renders them (Spark's `to_json`).
+
+use std::collections::HashMap;
+
+use prost_reflect::{DynamicMessage, SerializeOptions};
+use serde_json::{Map, Value as Json};
+use sluice_model::{Value, write_json_value};
+
+use crate::framing::{FRAME_LEN, SchemaKind, WriterSchema};
+use crate::protobuf::ProtobufSchema;
+
+/// Decodes `framed` (Confluent's 5-byte header, then the payload) written with
+/// `schema`; Protobuf payloads need the message they were written as.
+pub fn decode(
+    schema: &WriterSchema,
+    framed: &[u8],
+    protobuf: Option<&ProtobufSchema>,
+) -> Result<Json, String> {
+    let payload = framed
+        .get(FRAME_LEN..)
+        .ok_or_else(|| "the bytes are shorter than the 5-byte header".to_string())?;
+    match schema.kind {
+        SchemaKind::Json => {
+            serde_json::from_slice(payload).map_err(|e| format!("the value is not JSON: {e}"))
+        }
+        SchemaKind::Avro => {
+            let parsed: Json = serde_json::from_str(&schema.text)
+                .map_err(|e| format!("the Avro schema is not JSON: {e}"))?;
+            let mut reader = AvroReader {
+                bytes: payload,
+                at: 0,
+                names: HashMap::new(),
+            };
+            let value = reader.read(&parsed, "")?;
+            match reader.at == payload.len() {
+                true => Ok(value),
+                false => Err(format!(
+                    "{} bytes are left after the Avro value",
+                    payload.len() - reader.at
+                )),
+            }
+        }
+        SchemaKind::Protobuf => {
+            let schema =
+                protobuf.ok_or_else(|| "no .proto message to read the value with".to_string())?;
+            let message = skip_message_indexes(payload)?;
+            let decoded = DynamicMessage::decode(schema.message.clone(), message)
+                .map_err(|e| format!("the value is not a {}: {e}", schema.message.full_name()))?;
+            decoded
+                .serialize_with_options(
+                    serde_json::value::Serializer,
+                    &SerializeOptions::new().use_proto_field_name(true),
+                )
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// The payload after Confluent's message indexes (a count, then that many indexes, all
+/// zig-zag varints; the single byte 0 for the first message).
+fn skip_message_indexes(payload: &[u8]) -> Result<&[u8], String> {
+    let mut reader = AvroReader {
+        bytes: payload,
+        at: 0,
+        names: HashMap::new(),
+    };
+    let count = reader.long()?;
+    for _ in 0..count {
+        reader.long()?;
+    }
+    Ok(&payload[reader.at..])
+}
+
+/// Reads Avro binary by its schema; named types are remembered as they are defined.
+struct AvroReader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    names: HashMap<String, Json>,
+}
+
+impl<'a> AvroReader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&end| end <= self.bytes.len());
+        let end = end.ok_or_else(|| format!("the Avro value ends early, at byte {}", self.at))?;
+        let taken = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(taken)
+    }
+
+    /// A zig-zag varint (`int` and `long`).
+    fn long(&mut self) -> Result<i64, String> {
+        let mut value: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let byte = self.take(1)?[0];
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok((value >> 1) as i64 ^ -((value & 1) as i64));
+            }
+        }
+        Err(format!("a varint runs past 10 bytes at byte {}", self.at))
+    }
+
+    fn length(&mut self) -> Result<usize, String> {
+        usize::try_from(self.long()?).map_err(|_| format!("a negative length at byte {}", self.at))
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        let length = self.length()?;
+        let text = std::str::from_utf8(self.take(length)?)
+            .map_err(|e| format!("a string is not UTF-8: {e}"))?;
+        Ok(text.to_string())
+    }
+
+    fn read(&mut self, schema: &Json, namespace: &str) -> Result<Json, String> {
+        match schema {
+            Json::String(name) => self.read_named(name, namespace),
+            Json::Array(branches) => {
+                let index = self.long()?;
+                let branch = usize::try_from(index)
+                    .ok()
+                    .and_then(|i| branches.get(i))
+                    .ok_or_else(|| format!("union branch {index} is not in the schema"))?;
+                self.read(branch, namespace)
+            }
+            Json::Object(object) => self.read_complex(schema, object, namespace),
+            other => Err(format!("{other} is not an Avro schema")),
+        }
+    }
+
+    fn read_named(&mut self, name: &str, namespace: &str) -> Result<Json, String> {
+        Ok(match name {
+            "null" => Json::Null,
+            "boolean" => Json::Bool(self.take(1)?[0] != 0),
+            "int" | "long" => Json::from(self.long()?),
+            "float" => {
+                let bytes: [u8; 4] = self.take(4)?.try_into().unwrap_or_default();
+                rendered(&Value::Float(f64::from(f32::from_le_bytes(bytes))))
+            }
+            "double" => {
+                let bytes: [u8; 8] = self.take(8)?.try_into().unwrap_or_default();
+                rendered(&Value::Float(f64::from_le_bytes(bytes)))
+            }
+            "bytes" => {
+                let length = self.length()?;
+                rendered(&Value::Bytes(self.take(length)?))
+            }
+            "string" => Json::String(self.string()?),
+            reference => {
+                let defined = self
+                    .names
+                    .get(&crate::format::full_name(namespace, reference))
+                    .or_else(|| self.names.get(reference))
+                    .cloned()
+                    .ok_or_else(|| format!("the type {reference} is not defined before use"))?;
+                self.read(&defined, namespace)?
+            }
+        })
+    }
+
+    fn read_complex(
+        &mut self,
+        schema: &Json,
+        object: &Map<String, Json>,
+        namespace: &str,
+    ) -> Result<Json, String> {
+        let kind = object
+            .get("type")
+            .and_then(Json::as_str)
+            .unwrap_or_default();
+        let logical = object.get("logicalType").and_then(Json::as_str);
+        let value = match (kind, logical) {
+            ("int", Some("date")) => Value::Date(self.long()? as i32),
+            ("long", Some("timestamp-micros")) => Value::Timestamp(self.long()?),
+            ("long", Some("timestamp-millis")) => Value::Timestamp(self.long()? * 1000),
+            ("long", Some("local-timestamp-micros")) => Value::TimestampNtz(self.long()?),
+            ("long", Some("local-timestamp-millis")) => Value::TimestampNtz(self.long()? * 1000),
+            ("bytes", Some("decimal")) => {
+                let length = self.length()?;
+                let bytes = self.take(length)?;
+                if bytes.len() > 16 {
+                    return Err("a decimal wider than 16 bytes".to_string());
+                }
+                // Big-endian two's complement, sign-extended to 128 bits.
+                let fill = if bytes.first().is_some_and(|b| b & 0x80 != 0) {
+                    0xff
+                } else {
+                    0
+                };
+                let mut wide = [fill; 16];
+                wide[16 - bytes.len()..].copy_from_slice(bytes);
+                let scale = object.get("scale").and_then(Json::as_i64).unwrap_or(0);
+                Value::Decimal(i128::from_be_bytes(wide), scale as i8)
+            }
+            _ => return self.read_structure(schema, object, kind, namespace),
+        };
+        Ok(rendered(&value))
+    }
+
+    fn read_structure(
+        &mut self,
+        schema: &Json,
+        object: &Map<String, Json>,
+        kind: &str,
+        namespace: &str,
+    ) -> Result<Json, String> {
+        match kind {
+            "record" | "enum" | "fixed" => {
+                let name = object
+                    .get("name")
+                    .and_then(Json::as_str)
+                    .unwrap_or_default();
+                let namespace = match object.get("namespace").and_then(Json::as_str) {
+                    Some(own) => own,
+                    None => namespace,
+                };
+                let full = match name.contains('.') {
+                    true => name.to_string(),
+                    false => crate::format::full_name(namespace, name),
+                };
+                self.names.insert(full, schema.clone());
+                match kind {
+                    "record" => {
+                        let mut fields = Map::new();
+                        for field in object
+                            .get("fields")
+                            .and_then(Json::as_array)
+                            .into_iter()
+                            .flatten()
+                        {
+                            let field_name = field["name"].as_str().unwrap_or_default();
+                            fields.insert(
+                                field_name.to_string(),
+                                self.read(&field["type"], namespace)?,
+                            );
+                        }
+                        Ok(Json::Object(fields))
+                    }
+                    "enum" => {
+                        let index = self.long()?;
+                        usize::try_from(index)
+                            .ok()
+                            .and_then(|i| object.get("symbols")?.get(i).cloned())
+                            .ok_or_else(|| format!("enum symbol {index} is not in {name}"))
+                    }
+                    _ => {
+                        let size = object.get("size").and_then(Json::as_u64).unwrap_or(0);
+                        Ok(rendered(&Value::Bytes(self.take(size as usize)?)))
+                    }
+                }
+            }
+            "array" => {
+                let mut items = Vec::new();
+                while let Some(count) = self.block()? {
+                    for _ in 0..count {
+                        items.push(self.read(&object["items"], namespace)?);
+                    }
+                }
+                Ok(Json::Array(items))
+            }
+            "map" => {
+                let mut entries = Map::new();
+                while let Some(count) = self.block()? {
+                    for _ in 0..count {
+                        let key = self.string()?;
+                        entries.insert(key, self.read(&object["values"], namespace)?);
+                    }
+                }
+                Ok(Json::Object(entries))
+            }
+            primitive => self.read_named(primitive, namespace),
+        }
+    }
+
+    /// The item count of the next block of an array or map; `None` at the end.
+    fn block(&mut self) -> Result<Option<u64>, String> {
+        let count = self.long()?;
+        if count == 0 {
+            return Ok(None);
+        }
+        if count < 0 {
+            // A negative count is followed by the block's size in bytes.
+            self.long()?;
+        }
+        Ok(Some(count.unsigned_abs()))
+    }
+}
+
+/// A value as the `json` encoding writes it.
+fn rendered(value: &Value<'_>) -> Json {
+    let mut text = String::new();
+    write_json_value(&mut text, value);
+    serde_json::from_str(&text).unwrap_or(Json::String(text))
+}
