@@ -429,45 +429,6 @@ fn minimal_twos_complement(value: i128) -> ([u8; 16], usize) {
     (bytes, start)
 }
 
-/// A record schema the user supplies (an `.avsc` file) that values are written with.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SuppliedSchema {
-    /// The schema as the registry gets it (compact JSON).
-    pub text: String,
-    /// The parsed schema.
-    pub json: Json,
-    /// The record's full name.
-    pub name: String,
-}
-
-impl SuppliedSchema {
-    /// Reads the `.avsc` file at `path`: a JSON record schema.
-    pub fn read(path: &std::path::Path) -> Result<SuppliedSchema, String> {
-        let shown = path.display();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("the Avro schema {shown} cannot be read: {e}"))?;
-        let json: Json = serde_json::from_str(&text)
-            .map_err(|e| format!("the Avro schema {shown} is not JSON: {e}"))?;
-        if json["type"] != "record" || !json["fields"].is_array() {
-            return Err(format!(
-                "the Avro schema {shown} must be a record (\"type\": \"record\" with \"fields\")"
-            ));
-        }
-        let name = match (json["namespace"].as_str(), json["name"].as_str()) {
-            (_, None) => return Err(format!("the Avro schema {shown} has no record name")),
-            (Some(namespace), Some(name)) if !name.contains('.') => {
-                crate::format::full_name(namespace, name)
-            }
-            (_, Some(name)) => name.to_string(),
-        };
-        Ok(SuppliedSchema {
-            text: json.to_string(),
-            json,
-            name,
-        })
-    }
-}
-
 /// A writer of `fields` with the supplied record schema `schema`: each schema field takes
 /// the record field of its name (a field the record lacks must allow null, and is
 /// null); record fields the schema lacks are left out.

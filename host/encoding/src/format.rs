@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::avro::SuppliedSchema;
 use crate::protobuf::ProtobufSchema;
+use crate::supplied::SuppliedSchema;
 
 /// How a helper-made record's value is written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -79,9 +79,9 @@ pub struct Format {
     pub table: String,
     /// The message values are written as, for [`ValueFormat::Protobuf`].
     pub protobuf: Option<Arc<ProtobufSchema>>,
-    /// The record schema Avro values are written with instead of one derived from the
-    /// table.
-    pub avro_schema: Option<Arc<SuppliedSchema>>,
+    /// The schema Avro or JSON Schema values are written with instead of one derived
+    /// from the table.
+    pub supplied: Option<Arc<SuppliedSchema>>,
 }
 
 impl Format {
@@ -100,12 +100,10 @@ impl Format {
         match (&self.protobuf, self.value, self.envelope) {
             (Some(schema), ValueFormat::Protobuf, _) => schema.message.full_name().to_string(),
             (_, _, Envelope::Debezium) => full_name(&self.namespace, "Envelope"),
-            (_, ValueFormat::Avro, _) if self.avro_schema.is_some() => self
-                .avro_schema
-                .as_ref()
-                .map(|s| s.name.clone())
-                .unwrap_or_default(),
-            _ => full_name(&self.namespace, &self.record_name),
+            _ => match self.supplied.as_ref().and_then(|s| s.name.clone()) {
+                Some(name) => name,
+                None => full_name(&self.namespace, &self.record_name),
+            },
         }
     }
 }
@@ -154,7 +152,7 @@ impl Default for Format {
             pipeline: String::new(),
             table: String::new(),
             protobuf: None,
-            avro_schema: None,
+            supplied: None,
         }
     }
 }

@@ -7,6 +7,8 @@
 use arrow_schema::{DataType, Field};
 use serde_json::{Value as Json, json};
 
+use sluice_model::helpers::HelperError;
+
 use crate::fields::SourceField;
 
 /// The schema of an object of `fields`, titled `title`.
@@ -89,5 +91,93 @@ fn plain(data_type: &DataType) -> Json {
             _ => json!({"type": "object"}),
         },
         _ => json!({}),
+    }
+}
+
+/// Checks that the JSON written for `fields` at `rows` fits a supplied object schema, at
+/// its top level: every field is a property (or the object is open), each property's
+/// `type` admits the field's, and every required property has a value in every row
+/// (the JSON leaves nulls out). Deeper checks are left to the schema's readers.
+pub(crate) fn check_supplied(
+    schema: &Json,
+    fields: &[SourceField],
+    rows: &[u32],
+) -> Result<(), HelperError> {
+    let properties = schema["properties"].as_object();
+    let closed = schema["additionalProperties"] == json!(false);
+    for field in fields {
+        let name = field.name.as_str();
+        let Some(property) = properties.and_then(|p| p.get(name)) else {
+            if closed {
+                return Err(HelperError(format!(
+                    "Field `{name}` is not a property of the supplied JSON Schema, which allows no others (additionalProperties is false); add it to the schema or leave it out of the record."
+                )));
+            }
+            continue;
+        };
+        let written = plain(field.array.data_type());
+        let Some(written) = written["type"]
+            .as_str()
+            .or_else(|| written["oneOf"][0]["type"].as_str())
+        else {
+            continue;
+        };
+        // An all-null field is never written.
+        if written == "null" {
+            continue;
+        }
+        let allowed = allowed_types(property);
+        let fits = allowed.is_empty()
+            || allowed
+                .iter()
+                .any(|t| t == written || (t == "number" && written == "integer"));
+        if !fits {
+            return Err(HelperError(format!(
+                "Field `{name}` is written as a JSON {written}, which its property in the supplied JSON Schema ({property}) does not allow."
+            )));
+        }
+    }
+    for required in schema["required"].as_array().into_iter().flatten() {
+        let name = required.as_str().unwrap_or_default();
+        let Some(field) = fields.iter().find(|f| f.name == name) else {
+            return Err(HelperError(format!(
+                "The supplied JSON Schema requires property `{name}`, which the record does not have; add the field to the record or make it optional in the schema."
+            )));
+        };
+        if let Some(row) = rows.iter().find(|&&row| field.array.is_null(row as usize)) {
+            return Err(HelperError(format!(
+                "Field `{name}` is null in row {row}, and the supplied JSON Schema requires it (nulls are left out of the JSON); make it optional in the schema."
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The JSON types a property admits: its `type` (one or a list), or those of its
+/// `oneOf`/`anyOf` branches; empty when it says nothing of types (any value).
+fn allowed_types(property: &Json) -> Vec<String> {
+    match &property["type"] {
+        Json::String(one) => vec![one.clone()],
+        Json::Array(many) => many
+            .iter()
+            .filter_map(Json::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => {
+            let mut types = Vec::new();
+            let branches = ["oneOf", "anyOf"]
+                .iter()
+                .filter_map(|k| property[*k].as_array())
+                .flatten();
+            for branch in branches {
+                let admitted = allowed_types(branch);
+                // A branch that says nothing of types admits any value.
+                if admitted.is_empty() {
+                    return Vec::new();
+                }
+                types.extend(admitted);
+            }
+            types
+        }
     }
 }

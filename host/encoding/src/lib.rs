@@ -18,18 +18,19 @@ mod json_schema;
 mod protobuf;
 mod row_writer;
 mod rows;
+mod supplied;
 
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use sluice_model::helpers::{EncodeSpec, HelperError, RecordSink};
 
-pub use avro::SuppliedSchema;
 pub use debezium::SNAPSHOT_METADATA;
 pub use decode::decode;
 pub use format::{Envelope, Format, KeyFormat, ValueFormat, invalid_avro_name};
 pub use framing::{FRAME_LEN, Framed, SchemaKind, SubjectStrategy, WriterSchema, write_id};
 pub use protobuf::ProtobufSchema;
+pub use supplied::SuppliedSchema;
 
 /// What one encode call made: how many rows it encoded and the schemas its framed keys
 /// and values wait on.

@@ -179,7 +179,8 @@ fn done(rows: u32, key: Option<Arc<WriterSchema>>, value: Option<Arc<WriterSchem
 }
 
 /// The value's schema (none for plain JSON) and its row writer; refuses a null in `rows`
-/// where the Avro schema allows none, and a string no Protobuf enum value is named.
+/// where the Avro schema allows none, JSON a supplied JSON Schema does not describe, and
+/// a string no Protobuf enum value is named.
 fn value_writer<'a>(
     format: &Format,
     fields: &'a [SourceField],
@@ -205,8 +206,14 @@ fn value_writer<'a>(
     Ok(match format.value {
         ValueFormat::Json => (None, json_writer(debezium)),
         ValueFormat::JsonSchema => {
-            let title = crate::format::full_name(&format.namespace, &format.record_name);
-            let row = json_schema::object(&title, fields);
+            let title = format.value_name();
+            let row = match &format.supplied {
+                Some(supplied) => {
+                    json_schema::check_supplied(&supplied.json, fields, rows)?;
+                    supplied.json.clone()
+                }
+                None => json_schema::object(&title, fields),
+            };
             let schema = match debezium {
                 true => debezium::json_schema(format, row),
                 false => row,
@@ -219,7 +226,7 @@ fn value_writer<'a>(
         }
         ValueFormat::Avro => {
             let mut names = Names::default();
-            let (row, writer) = match &format.avro_schema {
+            let (row, writer) = match &format.supplied {
                 Some(supplied) => (
                     supplied.json.clone(),
                     avro::supplied(&supplied.json, fields)?,

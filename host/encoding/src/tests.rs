@@ -416,7 +416,7 @@ fn a_supplied_avro_schema_takes_fields_by_name_and_nulls_where_it_allows() {
     )
     .unwrap();
     let mut avro = format(ValueFormat::Avro, Envelope::None);
-    avro.avro_schema = Some(Arc::new(SuppliedSchema::read(&path).unwrap()));
+    avro.supplied = Some(Arc::new(SuppliedSchema::read_avro(&path).unwrap()));
     let fields = ValueEncoding::Json(vec![
         ("id".into(), FieldValue::Column("id".into())),
         ("amount".into(), FieldValue::Column("amount".into())),
@@ -531,4 +531,71 @@ fn decoded_avro_and_json_schema_values_read_as_the_json_encoding_writes_them() {
         None,
     );
     assert!(error.unwrap_err().starts_with("the Avro value ends early"));
+}
+
+#[test]
+fn a_supplied_json_schema_is_registered_when_the_records_fit_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema_at = |text: &str| {
+        let path = dir.path().join("deal.json");
+        std::fs::write(&path, text).unwrap();
+        let mut json_schema = format(ValueFormat::JsonSchema, Envelope::None);
+        json_schema.supplied = Some(Arc::new(SuppliedSchema::read_json_schema(&path).unwrap()));
+        json_schema
+    };
+    let deal = r#"{"type": "object", "title": "crm.Deal", "additionalProperties": false,
+        "required": ["id"],
+        "properties": {"id": {"type": "string"}, "amount": {"type": ["integer", "null"]},
+            "price": {"type": "number"}, "tags": {"type": "array"}, "doc": {}}}"#;
+    let (records, encoded) = run(&spec(ValueEncoding::JsonRow), &schema_at(deal));
+    let value = encoded.value.unwrap();
+    assert_eq!(
+        (value.kind, value.name.as_str()),
+        (SchemaKind::Json, "crm.Deal")
+    );
+    let registered: serde_json::Value = serde_json::from_str(&value.text).unwrap();
+    assert_eq!(
+        registered,
+        serde_json::from_str::<serde_json::Value>(deal).unwrap()
+    );
+    assert_eq!(
+        &records[0].value.as_ref().unwrap()[FRAME_LEN..],
+        br#"{"id":"a","amount":1,"price":12.50,"tags":["a","b"],"doc":{"stage":"won"}}"#
+    );
+    let refused = |text: &str, fields: Vec<(&str, &str)>| {
+        let fields = fields
+            .into_iter()
+            .map(|(name, column)| (name.to_string(), FieldValue::Column(column.into())))
+            .collect();
+        encode(
+            &batch(),
+            &spec(ValueEncoding::Json(fields)),
+            &schema_at(text),
+            &mut Vec::new(),
+        )
+        .unwrap_err()
+        .0
+    };
+    assert_eq!(
+        refused(deal, vec![("id", "id"), ("nope", "id")]),
+        "Field `nope` is not a property of the supplied JSON Schema, which allows no others (additionalProperties is false); add it to the schema or leave it out of the record."
+    );
+    assert_eq!(
+        refused(
+            &deal.replace(r#"["integer", "null"]"#, r#""string""#),
+            vec![("id", "id"), ("amount", "amount")]
+        ),
+        r#"Field `amount` is written as a JSON integer, which its property in the supplied JSON Schema ({"type":"string"}) does not allow."#
+    );
+    assert_eq!(
+        refused(
+            &deal.replace(r#"["id"]"#, r#"["id", "price"]"#),
+            vec![("id", "id"), ("price", "price")]
+        ),
+        "Field `price` is null in row 2, and the supplied JSON Schema requires it (nulls are left out of the JSON); make it optional in the schema."
+    );
+    assert_eq!(
+        refused(deal, vec![("amount", "amount")]),
+        "The supplied JSON Schema requires property `id`, which the record does not have; add the field to the record or make it optional in the schema."
+    );
 }

@@ -218,9 +218,13 @@ pub struct EncodingSection {
     /// write values with instead of one derived from the table.
     #[serde(default)]
     pub avro_schema: Option<PathBuf>,
-    /// The supplied Avro schema, read when the config is.
+    /// With `value = "json-schema"`: the JSON Schema of an object (relative to the
+    /// config file) to register instead of one derived from the table.
+    #[serde(default)]
+    pub json_schema: Option<PathBuf>,
+    /// The supplied Avro or JSON Schema, read when the config is.
     #[serde(skip)]
-    pub avro: Option<Arc<SuppliedSchema>>,
+    pub supplied: Option<Arc<SuppliedSchema>>,
     /// `string` (default: the key's value as text) or `avro` (a framed Avro primitive).
     #[serde(default)]
     pub key: KeyFormat,
@@ -579,6 +583,7 @@ impl PipelineConfig {
             && encoding.record_name.is_none()
             && encoding.value != ValueFormat::Protobuf
             && encoding.avro_schema.is_none()
+            && encoding.json_schema.is_none()
         {
             return Err(
                 "[sink.encoding] subject_name_strategy names subjects after the record: set record_name (and namespace) so this pipeline's subjects are its own".to_string(),
@@ -609,18 +614,30 @@ impl PipelineConfig {
             }
             (_, None) => {}
         }
-        match (encoding.value, &encoding.avro_schema) {
-            (ValueFormat::Avro, Some(path)) => {
-                let schema = SuppliedSchema::read(&base.join(path))
-                    .map_err(|e| format!("[sink.encoding] avro_schema: {e}"))?;
-                encoding.avro = Some(Arc::new(schema));
+        for (key, path, format, read) in [
+            (
+                "avro_schema",
+                encoding.avro_schema.clone(),
+                ValueFormat::Avro,
+                SuppliedSchema::read_avro as fn(&Path) -> Result<SuppliedSchema, String>,
+            ),
+            (
+                "json_schema",
+                encoding.json_schema.clone(),
+                ValueFormat::JsonSchema,
+                SuppliedSchema::read_json_schema,
+            ),
+        ] {
+            let Some(path) = path else { continue };
+            if encoding.value != format {
+                return Err(format!(
+                    "[sink.encoding] {key} is only used with value = \"{}\"",
+                    format.name()
+                ));
             }
-            (_, Some(_)) => {
-                return Err(
-                    "[sink.encoding] avro_schema is only used with value = \"avro\"".to_string(),
-                );
-            }
-            (_, None) => {}
+            let schema =
+                read(&base.join(&path)).map_err(|e| format!("[sink.encoding] {key}: {e}"))?;
+            encoding.supplied = Some(Arc::new(schema));
         }
         let encoding = &self.sink.encoding;
         let framed = encoding.value != ValueFormat::Json || encoding.key == KeyFormat::Avro;
@@ -695,7 +712,7 @@ impl PipelineConfig {
             pipeline: self.pipeline.name.clone(),
             table: self.source.table.clone(),
             protobuf: encoding.protobuf.clone(),
-            avro_schema: encoding.avro.clone(),
+            supplied: encoding.supplied.clone(),
         }
     }
 
@@ -780,7 +797,7 @@ mod tests {
     }
 
     #[test]
-    fn a_supplied_avro_schema_is_read_with_the_config() {
+    fn supplied_schemas_are_read_with_the_config() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("deal.avsc"),
@@ -811,6 +828,26 @@ mod tests {
         assert_eq!(
             error,
             "[sink.encoding] avro_schema is only used with value = \"avro\""
+        );
+        // A JSON Schema must describe the objects values are.
+        let config = with("value = \"json-schema\"\njson_schema = \"deal.json\"");
+        assert!(config.unwrap_err().contains("cannot be read"));
+        std::fs::write(
+            dir.path().join("deal.json"),
+            r#"{"type": "object", "title": "crm.Deal"}"#,
+        )
+        .unwrap();
+        let config = with(
+            "value = \"json-schema\"\njson_schema = \"deal.json\"\nsubject_name_strategy = \"record\"",
+        )
+        .unwrap();
+        assert_eq!(config.format().value_name(), "crm.Deal");
+        let error = with("value = \"json-schema\"\njson_schema = \"list.avsc\"").unwrap_err();
+        assert!(error.contains("must describe an object"), "{error}");
+        let error = with("value = \"avro\"\njson_schema = \"deal.json\"").unwrap_err();
+        assert_eq!(
+            error,
+            "[sink.encoding] json_schema is only used with value = \"json-schema\""
         );
     }
 

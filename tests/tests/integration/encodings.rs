@@ -55,6 +55,15 @@ fn registry_get(path: &str) -> Value {
         .unwrap()
 }
 
+/// The motivating scenario's gold-deals records (key, tab, value), in key order.
+fn gold_deals() -> Vec<String> {
+    std::fs::read_to_string(repo_root().join("tests/golden/gold-deals.txt"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 fn versions(subject: &str) -> Vec<u64> {
     let versions = registry_get(&format!("/subjects/{subject}/versions"));
     serde_json::from_value(versions).unwrap()
@@ -65,12 +74,7 @@ fn avro_json_schema_and_protobuf_decode_to_the_motivating_records_in_every_sdk()
     let work = tempfile::tempdir().unwrap();
     let table = work.path().join("deals");
     deals_table(&table, &["scenario"]);
-    let golden: Vec<String> =
-        std::fs::read_to_string(repo_root().join("tests/golden/gold-deals.txt"))
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
+    let golden = gold_deals();
     let proto = repo_root().join("tests/data/schemas/gold-deal.proto");
     let proto = proto.to_str().unwrap();
     let message = "crm.gold.Deal";
@@ -185,47 +189,52 @@ fn whole_rows_of_every_delta_type_decode_from_avro() {
     }
 }
 
-#[test]
-fn a_supplied_avro_schema_shapes_the_values() {
+/// Runs gold-deals over the motivating scenario in `format` with the schema file `file`
+/// (in tests/data/schemas) supplied as `key`: the topic, and the schema registered.
+fn run_with_supplied_schema(format: &str, key: &str, file: &str) -> (String, Value) {
     let work = tempfile::tempdir().unwrap();
     let table = work.path().join("deals");
     deals_table(&table, &["scenario"]);
-    let topic = unique_topic("supplied-avro");
-    let avsc = repo_root().join("tests/data/schemas/gold-deal.avsc");
-    let more = format!("avro_schema = \"{}\"", avsc.display());
+    let topic = unique_topic(&format!("supplied-{format}"));
+    let path = repo_root().join("tests/data/schemas").join(file);
+    let more = format!("{key} = \"{}\"", path.display());
     let files = pipeline(
         &table,
         "gold-deals-helpers",
         &topic,
-        &encoding("avro", &more),
+        &encoding(format, &more),
         "",
     );
     run_to_latest(&files.config);
     let registered = registry_get(&format!("/subjects/{topic}-value/versions/latest"));
-    let schema: Value = serde_json::from_str(registered["schema"].as_str().unwrap()).unwrap();
+    let schema = serde_json::from_str(registered["schema"].as_str().unwrap()).unwrap();
+    (topic, schema)
+}
+
+#[test]
+fn a_supplied_avro_schema_shapes_the_values() {
+    let (topic, schema) = run_with_supplied_schema("avro", "avro_schema", "gold-deal.avsc");
     assert_eq!(
         (schema["name"].as_str(), schema["namespace"].as_str()),
         (Some("Deal"), Some("crm.gold"))
     );
     // The golden records, cut to the supplied schema's fields (region is null: left out).
-    let golden: Vec<String> =
-        std::fs::read_to_string(repo_root().join("tests/golden/gold-deals.txt"))
-            .unwrap()
-            .lines()
-            .map(|line| {
-                let (key, value) = line.split_once('\t').unwrap();
-                if value == "<tombstone>" {
-                    return line.to_string();
-                }
-                let full: Value = serde_json::from_str(value).unwrap();
-                let cut: serde_json::Map<String, Value> =
-                    ["documentId", "eventTimestamp", "stage", "title"]
-                        .iter()
-                        .map(|name| (name.to_string(), full[name].clone()))
-                        .collect();
-                format!("{key}\t{}", Value::Object(cut))
-            })
-            .collect();
+    let golden: Vec<String> = gold_deals()
+        .iter()
+        .map(|line| {
+            let (key, value) = line.split_once('\t').unwrap();
+            if value == "<tombstone>" {
+                return line.to_string();
+            }
+            let full: Value = serde_json::from_str(value).unwrap();
+            let cut: serde_json::Map<String, Value> =
+                ["documentId", "eventTimestamp", "stage", "title"]
+                    .iter()
+                    .map(|name| (name.to_string(), full[name].clone()))
+                    .collect();
+            format!("{key}\t{}", Value::Object(cut))
+        })
+        .collect();
     let got: Vec<String> = by_key(registry_decoded(&topic, "avro", &[]))
         .into_iter()
         .map(|line| {
@@ -237,6 +246,23 @@ fn a_supplied_avro_schema_shapes_the_values() {
         })
         .collect();
     assert_eq!(got, golden);
+}
+
+#[test]
+fn a_supplied_json_schema_is_registered_and_the_records_validate_against_it() {
+    let file = "gold-deal.schema.json";
+    let (topic, schema) = run_with_supplied_schema("json-schema", "json_schema", file);
+    let supplied = std::fs::read_to_string(repo_root().join("tests/data/schemas").join(file));
+    assert_eq!(
+        schema,
+        serde_json::from_str::<Value>(&supplied.unwrap()).unwrap()
+    );
+    // Confluent's JSONDeserializer validates each value against the registered schema.
+    let golden = gold_deals();
+    assert_eq!(
+        by_key(registry_decoded(&topic, "json-schema", &[])),
+        by_key(golden)
+    );
 }
 
 /// `sluice preview --config` of a pipeline: one JSON object per record.
