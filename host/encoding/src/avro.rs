@@ -206,8 +206,8 @@ fn plain(array: &ArrayRef, name: &str, names: &mut Names) -> Result<(Json, Node)
 /// Writes one array's values in Avro binary.
 pub(crate) struct Writer {
     array: ArrayRef,
-    /// For a union with null: the branches of null and of the value.
-    union: Option<(i64, i64)>,
+    /// For a union: the branch of null (when it has one) and of the value.
+    union: Option<(Option<i64>, i64)>,
     node: Node,
 }
 
@@ -244,7 +244,7 @@ impl Writer {
     fn new(array: &ArrayRef, nullable: bool, node: Node) -> Writer {
         Writer {
             array: array.clone(),
-            union: nullable.then_some((0, 1)),
+            union: nullable.then_some((Some(0), 1)),
             node,
         }
     }
@@ -266,7 +266,10 @@ impl Writer {
     /// Writes the value at `row`.
     pub(crate) fn write(&self, row: usize, out: &mut Vec<u8>) {
         if let Some((null, value)) = self.union {
-            if matches!(self.node, Node::Absent) || self.array.is_null(row) {
+            // A null where the union has none was refused before writing began.
+            if let Some(null) = null
+                && (matches!(self.node, Node::Absent) || self.array.is_null(row))
+            {
                 write_long(out, null);
                 return;
             }
@@ -469,13 +472,33 @@ fn supplied_fields(
                 let empty: ArrayRef = std::sync::Arc::new(arrow_array::NullArray::new(0));
                 Writer {
                     array: empty,
-                    union: Some((null, null)),
+                    union: Some((Some(null), null)),
                     node: Node::Absent,
                 }
             }
         });
     }
     Ok(writers)
+}
+
+/// The full name of an Avro schema: a named type's `namespace.name` (its name alone when
+/// it is dotted, or has no namespace of its own), a primitive's type.
+pub(crate) fn full_name_of(schema: &Json) -> String {
+    match schema {
+        Json::String(name) => name.clone(),
+        Json::Object(object) => {
+            let name = object
+                .get("name")
+                .or_else(|| object.get("type"))
+                .and_then(Json::as_str)
+                .unwrap_or_default();
+            match object.get("namespace").and_then(Json::as_str) {
+                Some(namespace) if !name.contains('.') => crate::format::full_name(namespace, name),
+                _ => name.to_string(),
+            }
+        }
+        _ => String::new(),
+    }
 }
 
 /// The index of `null` in a union schema.
@@ -491,21 +514,38 @@ fn null_branch(schema: &Json) -> Option<i64> {
 fn supplied_writer(schema: &Json, array: &ArrayRef, path: &str) -> Result<Writer, HelperError> {
     if let Some(branches) = schema.as_array() {
         let null = null_branch(schema);
-        let (value, branch) = branches
-            .iter()
-            .enumerate()
-            .find(|(_, b)| *b != "null")
-            .ok_or_else(|| {
-                HelperError(format!(
-                    "Field `{path}` of the supplied Avro schema is only null."
-                ))
-            })?;
-        let node = supplied_node(branch, array, path)?;
-        return Ok(Writer {
-            array: array.clone(),
-            union: null.map(|null| (null, value as i64)),
-            node,
-        });
+        // The first branch that takes the value as it is, else the first that takes it
+        // as text, else the first branch's refusal.
+        let mut text = None;
+        let mut refusal = None;
+        for (index, branch) in branches.iter().enumerate().filter(|(_, b)| *b != "null") {
+            match supplied_node(branch, array, path) {
+                Ok(Node::Text) => {
+                    text.get_or_insert(index);
+                }
+                Ok(node) => {
+                    return Ok(Writer {
+                        array: array.clone(),
+                        union: Some((null, index as i64)),
+                        node,
+                    });
+                }
+                Err(e) => {
+                    refusal.get_or_insert(e);
+                }
+            }
+        }
+        return match (text, refusal) {
+            (Some(index), _) => Ok(Writer {
+                array: array.clone(),
+                union: Some((null, index as i64)),
+                node: Node::Text,
+            }),
+            (None, Some(refusal)) => Err(refusal),
+            (None, None) => Err(HelperError(format!(
+                "Field `{path}` of the supplied Avro schema is only null."
+            ))),
+        };
     }
     Ok(Writer {
         array: array.clone(),
@@ -544,11 +584,17 @@ fn supplied_node(schema: &Json, array: &ArrayRef, path: &str) -> Result<Node, He
             Some("timestamp-millis" | "local-timestamp-millis"),
             DataType::Timestamp(unit, _),
         ) => Node::TimestampMillis(*unit),
-        ("bytes", Some("decimal"), DataType::Decimal128(_, scale)) => {
+        ("bytes", Some("decimal"), DataType::Decimal128(precision, scale)) => {
             if schema["scale"].as_i64().unwrap_or(0) != i64::from(*scale) {
                 return Err(HelperError(format!(
                     "Field `{path}` is a decimal of scale {scale}, and its type in the supplied Avro schema has scale {}.",
                     schema["scale"]
+                )));
+            }
+            if schema["precision"].as_i64().unwrap_or(0) < i64::from(*precision) {
+                return Err(HelperError(format!(
+                    "Field `{path}` is a decimal of precision {precision}, more than its type in the supplied Avro schema holds ({}).",
+                    schema["precision"]
                 )));
             }
             Node::Decimal
@@ -561,8 +607,28 @@ fn supplied_node(schema: &Json, array: &ArrayRef, path: &str) -> Result<Node, He
             DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16,
         ) => Node::Int,
         ("long", None, t) if t.is_integer() => Node::Long,
-        ("float", _, t) if t.is_floating() || t.is_integer() => Node::Number { single: true },
-        ("double", _, t) if t.is_floating() || t.is_integer() => Node::Number { single: false },
+        // Only what the type holds exactly: a float has 24 bits of mantissa, a double 53.
+        (
+            "float",
+            _,
+            DataType::Float32
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::UInt8
+            | DataType::UInt16,
+        ) => Node::Number { single: true },
+        (
+            "double",
+            _,
+            DataType::Float32
+            | DataType::Float64
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32,
+        ) => Node::Number { single: false },
         ("string", _, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => Node::Str,
         ("string", _, _) => Node::Text,
         ("bytes", None, DataType::Binary | DataType::LargeBinary | DataType::BinaryView) => {
@@ -612,7 +678,8 @@ impl Writer {
             if field.array.null_count() == 0 && !matches!(field.node, Node::Record(_)) {
                 return None;
             }
-            let nullable = field.union.is_some() || matches!(field.node, Node::Null);
+            let nullable = field.union.is_some_and(|(null, _)| null.is_some())
+                || matches!(field.node, Node::Null);
             let here = (!nullable)
                 .then(|| rows.iter().find(|&&row| field.array.is_null(row as usize)))
                 .flatten()

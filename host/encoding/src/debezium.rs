@@ -170,8 +170,9 @@ impl<'a> Envelope<'a> {
 
 /// The envelope's Avro schema around `row`, the schema of a row image.
 pub(crate) fn avro_schema(format: &Format, row: Json, names: &mut Names) -> Json {
-    // The row's record is defined in `before` and named in `after`.
-    let row_name = row["name"].clone();
+    // The row's record is defined in `before` and named in `after`, in full: a
+    // supplied record has a namespace of its own.
+    let row_name = crate::avro::full_name_of(&row);
     let envelope = names.claim("Envelope");
     let source = names.claim("Source");
     let string = |name: &str| json!({"name": name, "type": "string"});

@@ -28,11 +28,8 @@ pub fn decode(
         SchemaKind::Avro => {
             let parsed: Json = serde_json::from_str(&schema.text)
                 .map_err(|e| format!("the Avro schema is not JSON: {e}"))?;
-            let mut reader = AvroReader {
-                bytes: payload,
-                at: 0,
-                names: HashMap::new(),
-            };
+            let mut reader = AvroReader::new(payload);
+            reader.learn(&parsed, "");
             let value = reader.read(&parsed, "")?;
             match reader.at == payload.len() {
                 true => Ok(value),
@@ -61,11 +58,7 @@ pub fn decode(
 /// The payload after Confluent's message indexes (a count, then that many indexes, all
 /// zig-zag varints; the single byte 0 for the first message).
 fn skip_message_indexes(payload: &[u8]) -> Result<&[u8], String> {
-    let mut reader = AvroReader {
-        bytes: payload,
-        at: 0,
-        names: HashMap::new(),
-    };
+    let mut reader = AvroReader::new(payload);
     let count = reader.long()?;
     for _ in 0..count {
         reader.long()?;
@@ -73,14 +66,85 @@ fn skip_message_indexes(payload: &[u8]) -> Result<&[u8], String> {
     Ok(&payload[reader.at..])
 }
 
-/// Reads Avro binary by its schema; named types are remembered as they are defined.
+/// How deep schemas may nest while reading: a recursive type with hostile bytes would
+/// otherwise recurse until the stack runs out.
+const MAX_DEPTH: usize = 64;
+
+/// Reads Avro binary by its schema.
 struct AvroReader<'a> {
     bytes: &'a [u8],
     at: usize,
-    names: HashMap<String, Json>,
+    /// Each named type by full name, with the namespace it was defined in.
+    names: HashMap<String, (Json, String)>,
+    depth: usize,
+}
+
+/// A named type's full name and the namespace its own fields are in.
+fn full_and_namespace(object: &Map<String, Json>, enclosing: &str) -> (String, String) {
+    let name = object
+        .get("name")
+        .and_then(Json::as_str)
+        .unwrap_or_default();
+    if let Some((namespace, _)) = name.rsplit_once('.') {
+        return (name.to_string(), namespace.to_string());
+    }
+    let namespace = object
+        .get("namespace")
+        .and_then(Json::as_str)
+        .unwrap_or(enclosing);
+    (
+        crate::format::full_name(namespace, name),
+        namespace.to_string(),
+    )
 }
 
 impl<'a> AvroReader<'a> {
+    fn new(bytes: &'a [u8]) -> AvroReader<'a> {
+        AvroReader {
+            bytes,
+            at: 0,
+            names: HashMap::new(),
+            depth: 0,
+        }
+    }
+
+    /// Remembers every named type `schema` defines, also those the bytes may never
+    /// pass through (a null `before` defines the record `after` names).
+    fn learn(&mut self, schema: &Json, namespace: &str) {
+        match schema {
+            Json::Array(branches) => {
+                for branch in branches {
+                    self.learn(branch, namespace);
+                }
+            }
+            Json::Object(object) => match object.get("type").and_then(Json::as_str) {
+                Some(kind @ ("record" | "enum" | "fixed")) => {
+                    let (full, own) = full_and_namespace(object, namespace);
+                    self.names
+                        .insert(full, (schema.clone(), namespace.to_string()));
+                    if kind == "record" {
+                        let fields = object.get("fields").and_then(Json::as_array);
+                        for field in fields.into_iter().flatten() {
+                            self.learn(&field["type"], &own);
+                        }
+                    }
+                }
+                Some("array") => {
+                    if let Some(items) = object.get("items") {
+                        self.learn(items, namespace);
+                    }
+                }
+                Some("map") => {
+                    if let Some(values) = object.get("values") {
+                        self.learn(values, namespace);
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self
             .at
@@ -117,6 +181,16 @@ impl<'a> AvroReader<'a> {
     }
 
     fn read(&mut self, schema: &Json, namespace: &str) -> Result<Json, String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!("the schema nests deeper than {MAX_DEPTH} levels"));
+        }
+        let value = self.read_any(schema, namespace);
+        self.depth -= 1;
+        value
+    }
+
+    fn read_any(&mut self, schema: &Json, namespace: &str) -> Result<Json, String> {
         match schema {
             Json::String(name) => self.read_named(name, namespace),
             Json::Array(branches) => {
@@ -127,7 +201,7 @@ impl<'a> AvroReader<'a> {
                     .ok_or_else(|| format!("union branch {index} is not in the schema"))?;
                 self.read(branch, namespace)
             }
-            Json::Object(object) => self.read_complex(schema, object, namespace),
+            Json::Object(object) => self.read_complex(object, namespace),
             other => Err(format!("{other} is not an Avro schema")),
         }
     }
@@ -151,20 +225,19 @@ impl<'a> AvroReader<'a> {
             }
             "string" => Json::String(self.string()?),
             reference => {
-                let defined = self
+                let (defined, defined_in) = self
                     .names
                     .get(&crate::format::full_name(namespace, reference))
                     .or_else(|| self.names.get(reference))
                     .cloned()
-                    .ok_or_else(|| format!("the type {reference} is not defined before use"))?;
-                self.read(&defined, namespace)?
+                    .ok_or_else(|| format!("the schema does not define the type {reference}"))?;
+                self.read(&defined, &defined_in)?
             }
         })
     }
 
     fn read_complex(
         &mut self,
-        schema: &Json,
         object: &Map<String, Json>,
         namespace: &str,
     ) -> Result<Json, String> {
@@ -176,9 +249,9 @@ impl<'a> AvroReader<'a> {
         let value = match (kind, logical) {
             ("int", Some("date")) => Value::Date(self.long()? as i32),
             ("long", Some("timestamp-micros")) => Value::Timestamp(self.long()?),
-            ("long", Some("timestamp-millis")) => Value::Timestamp(self.long()? * 1000),
+            ("long", Some("timestamp-millis")) => Value::Timestamp(self.millis()?),
             ("long", Some("local-timestamp-micros")) => Value::TimestampNtz(self.long()?),
-            ("long", Some("local-timestamp-millis")) => Value::TimestampNtz(self.long()? * 1000),
+            ("long", Some("local-timestamp-millis")) => Value::TimestampNtz(self.millis()?),
             ("bytes", Some("decimal")) => {
                 let length = self.length()?;
                 let bytes = self.take(length)?;
@@ -196,14 +269,13 @@ impl<'a> AvroReader<'a> {
                 let scale = object.get("scale").and_then(Json::as_i64).unwrap_or(0);
                 Value::Decimal(i128::from_be_bytes(wide), scale as i8)
             }
-            _ => return self.read_structure(schema, object, kind, namespace),
+            _ => return self.read_structure(object, kind, namespace),
         };
         Ok(rendered(&value))
     }
 
     fn read_structure(
         &mut self,
-        schema: &Json,
         object: &Map<String, Json>,
         kind: &str,
         namespace: &str,
@@ -214,15 +286,8 @@ impl<'a> AvroReader<'a> {
                     .get("name")
                     .and_then(Json::as_str)
                     .unwrap_or_default();
-                let namespace = match object.get("namespace").and_then(Json::as_str) {
-                    Some(own) => own,
-                    None => namespace,
-                };
-                let full = match name.contains('.') {
-                    true => name.to_string(),
-                    false => crate::format::full_name(namespace, name),
-                };
-                self.names.insert(full, schema.clone());
+                let (_, own) = full_and_namespace(object, namespace);
+                let namespace = own.as_str();
                 match kind {
                     "record" => {
                         let mut fields = Map::new();
@@ -257,7 +322,7 @@ impl<'a> AvroReader<'a> {
                 let mut items = Vec::new();
                 while let Some(count) = self.block()? {
                     for _ in 0..count {
-                        items.push(self.read(&object["items"], namespace)?);
+                        items.push(self.read(part(object, "items")?, namespace)?);
                     }
                 }
                 Ok(Json::Array(items))
@@ -267,7 +332,7 @@ impl<'a> AvroReader<'a> {
                 while let Some(count) = self.block()? {
                     for _ in 0..count {
                         let key = self.string()?;
-                        entries.insert(key, self.read(&object["values"], namespace)?);
+                        entries.insert(key, self.read(part(object, "values")?, namespace)?);
                     }
                 }
                 Ok(Json::Object(entries))
@@ -286,7 +351,23 @@ impl<'a> AvroReader<'a> {
             // A negative count is followed by the block's size in bytes.
             self.long()?;
         }
+        // Items of no bytes (nulls, empty records) could claim any count.
+        let left = (self.bytes.len() - self.at) as u64;
+        if count.unsigned_abs() > left + 1024 {
+            return Err(format!(
+                "a block claims {} items with {left} bytes left",
+                count.unsigned_abs()
+            ));
+        }
         Ok(Some(count.unsigned_abs()))
+    }
+
+    /// A `timestamp-millis` long as microseconds.
+    fn millis(&mut self) -> Result<i64, String> {
+        let millis = self.long()?;
+        millis
+            .checked_mul(1000)
+            .ok_or_else(|| format!("the timestamp {millis} ms is out of range"))
     }
 }
 
@@ -295,4 +376,14 @@ fn rendered(value: &Value<'_>) -> Json {
     let mut text = String::new();
     write_json_value(&mut text, value);
     serde_json::from_str(&text).unwrap_or(Json::String(text))
+}
+
+/// The `items` or `values` schema of an array or map.
+fn part<'a>(object: &'a Map<String, Json>, key: &str) -> Result<&'a Json, String> {
+    object.get(key).ok_or_else(|| {
+        format!(
+            "an Avro schema of {} has no {key}",
+            Json::Object(object.clone())
+        )
+    })
 }

@@ -96,15 +96,25 @@ fn plain(data_type: &DataType) -> Json {
 
 /// Checks that the JSON written for `fields` at `rows` fits a supplied object schema, at
 /// its top level: every field is a property (or the object is open), each property's
-/// `type` admits the field's, and every required property has a value in every row
-/// (the JSON leaves nulls out). Deeper checks are left to the schema's readers.
+/// `type` admits the field's, and every required property has a value in every row.
+/// Plain values leave nulls out; Debezium's images write them (`nulls_written`), so
+/// there a property must admit `null` where the field has one. Deeper checks are left
+/// to the schema's readers.
 pub(crate) fn check_supplied(
     schema: &Json,
     fields: &[SourceField],
     rows: &[u32],
+    nulls_written: bool,
 ) -> Result<(), HelperError> {
     let properties = schema["properties"].as_object();
     let closed = schema["additionalProperties"] == json!(false);
+    // The first of `rows` where `field` is null (a null-typed array is all nulls).
+    let first_null = |field: &SourceField| {
+        let nulls = field.array.logical_nulls();
+        rows.iter()
+            .copied()
+            .find(|&row| nulls.as_ref().is_some_and(|n| n.is_null(row as usize)))
+    };
     for field in fields {
         let name = field.name.as_str();
         let Some(property) = properties.and_then(|p| p.get(name)) else {
@@ -115,6 +125,16 @@ pub(crate) fn check_supplied(
             }
             continue;
         };
+        let allowed = allowed_types(property);
+        if nulls_written
+            && !allowed.is_empty()
+            && !allowed.iter().any(|t| t == "null")
+            && let Some(row) = first_null(field)
+        {
+            return Err(HelperError(format!(
+                "Field `{name}` is null in row {row}, which Debezium's images write as null, and its property in the supplied JSON Schema ({property}) does not admit null; add \"null\" to its type."
+            )));
+        }
         let written = plain(field.array.data_type());
         let Some(written) = written["type"]
             .as_str()
@@ -126,7 +146,6 @@ pub(crate) fn check_supplied(
         if written == "null" {
             continue;
         }
-        let allowed = allowed_types(property);
         let fits = allowed.is_empty()
             || allowed
                 .iter()
@@ -144,7 +163,10 @@ pub(crate) fn check_supplied(
                 "The supplied JSON Schema requires property `{name}`, which the record does not have; add the field to the record or make it optional in the schema."
             )));
         };
-        if let Some(row) = rows.iter().find(|&&row| field.array.is_null(row as usize)) {
+        if nulls_written {
+            continue;
+        }
+        if let Some(row) = first_null(field) {
             return Err(HelperError(format!(
                 "Field `{name}` is null in row {row}, and the supplied JSON Schema requires it (nulls are left out of the JSON); make it optional in the schema."
             )));

@@ -265,15 +265,12 @@ fn single<'a>(
             data_type,
             DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16
         ),
+        // Unsigned kinds would take a negative value as a huge one.
         Kind::Uint32 | Kind::Fixed32 => matches!(
             data_type,
-            DataType::Int8
-                | DataType::Int16
-                | DataType::Int32
-                | DataType::UInt8
-                | DataType::UInt16
-                | DataType::UInt32
+            DataType::UInt8 | DataType::UInt16 | DataType::UInt32
         ),
+        Kind::Uint64 | Kind::Fixed64 => data_type.is_unsigned_integer(),
         Kind::Double | Kind::Float => data_type.is_floating() || data_type.is_integer(),
         Kind::Enum(_) => matches!(
             data_type,

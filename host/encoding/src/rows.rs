@@ -6,7 +6,6 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use serde_json::Value as Json;
 use sluice_model::helpers::{
     EncodeSpec, HelperError, RecordSink, ValueEncoding, candidates, change_types, text_bytes,
 };
@@ -59,7 +58,7 @@ pub(crate) fn encode(
             let (schema, writer) = avro::typed(&key.array, false, "key", &mut Names::default())?;
             let schema = WriterSchema {
                 kind: SchemaKind::Avro,
-                name: avro_full_name(&schema),
+                name: avro::full_name_of(&schema),
                 text: schema.to_string(),
             };
             (Some(Arc::new(schema)), Some(writer))
@@ -209,7 +208,7 @@ fn value_writer<'a>(
             let title = format.value_name();
             let row = match &format.supplied {
                 Some(supplied) => {
-                    json_schema::check_supplied(&supplied.json, fields, rows)?;
+                    json_schema::check_supplied(&supplied.json, fields, rows, debezium)?;
                     supplied.json.clone()
                 }
                 None => json_schema::object(&title, fields),
@@ -247,7 +246,7 @@ fn value_writer<'a>(
                 framed(
                     SchemaKind::Avro,
                     schema.to_string(),
-                    avro_full_name(&schema),
+                    avro::full_name_of(&schema),
                 ),
                 RowWriter::Avro(writer),
             )
@@ -274,25 +273,6 @@ fn value_writer<'a>(
             )
         }
     })
-}
-
-/// The full name of an Avro schema: a named type's `namespace.name`, a primitive's type.
-fn avro_full_name(schema: &Json) -> String {
-    match schema {
-        Json::String(name) => name.clone(),
-        Json::Object(object) => {
-            let name = object
-                .get("name")
-                .or_else(|| object.get("type"))
-                .and_then(Json::as_str)
-                .unwrap_or_default();
-            match object.get("namespace").and_then(Json::as_str) {
-                Some(namespace) => crate::format::full_name(namespace, name),
-                None => name.to_string(),
-            }
-        }
-        _ => String::new(),
-    }
 }
 
 /// The Debezium event each selected row makes; a pre-image paired with its post-image

@@ -407,8 +407,8 @@ fn a_supplied_avro_schema_takes_fields_by_name_and_nulls_where_it_allows() {
     std::fs::write(
         &path,
         r#"{"type": "record", "name": "Deal", "namespace": "crm", "fields": [
-            {"name": "amount", "type": ["null", "double"], "default": null},
-            {"name": "id", "type": "string"},
+            {"name": "amount", "type": ["null", "double", "long"], "default": null},
+            {"name": "id", "type": ["string"]},
             {"name": "region", "type": ["null", "string"], "default": null},
             {"name": "price", "type": ["null", "string"]},
             {"name": "at", "type": [{"type": "long", "logicalType": "timestamp-millis"}, "null"]}
@@ -430,8 +430,8 @@ fn a_supplied_avro_schema_takes_fields_by_name_and_nulls_where_it_allows() {
     assert_eq!(
         &records[0].value.as_ref().unwrap()[FRAME_LEN..],
         &[
-            2, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, // amount: branch 1, 1.0 as a double
-            2, b'a', // id
+            4, 2, // amount: a long does not fit a double, branch 2 takes it
+            0, 2, b'a', // id: branch 0 of a union without null
             0,    // region: not in the record, null
             2, 10, b'1', b'2', b'.', b'5', b'0', // price: a decimal as text
             0, 2, // at: branch 0 of [long, null], 1 ms
@@ -598,4 +598,37 @@ fn a_supplied_json_schema_is_registered_when_the_records_fit_it() {
         refused(deal, vec![("amount", "amount")]),
         "The supplied JSON Schema requires property `id`, which the record does not have; add the field to the record or make it optional in the schema."
     );
+}
+
+#[test]
+fn debezium_events_wrap_a_supplied_avro_record_and_decode_before_it_is_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deal.avsc");
+    std::fs::write(
+        &path,
+        r#"{"type": "record", "name": "Deal", "namespace": "crm", "fields": [
+            {"name": "id", "type": "string"},
+            {"name": "amount", "type": ["null", "long"], "default": null}
+        ]}"#,
+    )
+    .unwrap();
+    let mut avro = format(ValueFormat::Avro, Envelope::Debezium);
+    avro.supplied = Some(Arc::new(SuppliedSchema::read_avro(&path).unwrap()));
+    let fields = ValueEncoding::Json(vec![
+        ("id".into(), FieldValue::Column("id".into())),
+        ("amount".into(), FieldValue::Column("amount".into())),
+    ]);
+    let (records, encoded) = run(&spec(fields), &avro);
+    let schema = encoded.value.unwrap();
+    let envelope: serde_json::Value = serde_json::from_str(&schema.text).unwrap();
+    // The envelope is in namespace sluice: `after` names the record in full.
+    assert_eq!(
+        envelope["fields"][1]["type"],
+        serde_json::json!(["null", "crm.Deal"])
+    );
+    // The insert's `before` is null: its record is read through `after`'s reference.
+    let insert = decode(&schema, records[0].value.as_ref().unwrap(), None).unwrap();
+    assert_eq!(insert["op"], "c");
+    assert_eq!(insert["before"], serde_json::Value::Null);
+    assert_eq!(insert["after"], serde_json::json!({"id": "a", "amount": 1}));
 }

@@ -579,16 +579,6 @@ impl PipelineConfig {
                 return Err(format!("[sink.encoding] {key} {problem}"));
             }
         }
-        if encoding.subject_name_strategy != SubjectStrategy::Topic
-            && encoding.record_name.is_none()
-            && encoding.value != ValueFormat::Protobuf
-            && encoding.avro_schema.is_none()
-            && encoding.json_schema.is_none()
-        {
-            return Err(
-                "[sink.encoding] subject_name_strategy names subjects after the record: set record_name (and namespace) so this pipeline's subjects are its own".to_string(),
-            );
-        }
         match (encoding.value, &encoding.protobuf_schema) {
             (ValueFormat::Protobuf, None) => {
                 return Err(
@@ -638,6 +628,18 @@ impl PipelineConfig {
             let schema =
                 read(&base.join(&path)).map_err(|e| format!("[sink.encoding] {key}: {e}"))?;
             encoding.supplied = Some(Arc::new(schema));
+        }
+        // A supplied schema's record name (an .avsc's, a titled JSON Schema's) or a
+        // Protobuf message names the record; otherwise record_name must.
+        let named = encoding.value == ValueFormat::Protobuf
+            || encoding.supplied.as_ref().is_some_and(|s| s.name.is_some());
+        if encoding.subject_name_strategy != SubjectStrategy::Topic
+            && encoding.record_name.is_none()
+            && !named
+        {
+            return Err(
+                "[sink.encoding] subject_name_strategy names subjects after the record: set record_name (and namespace) so this pipeline's subjects are its own".to_string(),
+            );
         }
         let encoding = &self.sink.encoding;
         let framed = encoding.value != ValueFormat::Json || encoding.key == KeyFormat::Avro;
