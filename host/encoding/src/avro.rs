@@ -667,33 +667,77 @@ fn supplied_node(schema: &Json, array: &ArrayRef, path: &str) -> Result<Node, He
     })
 }
 
+/// Where a value is null though its Avro type allows none.
+pub(crate) struct NullAt {
+    /// Positions of the fields from the record to the null one.
+    pub path: Vec<usize>,
+    /// The batch row.
+    pub row: u32,
+    /// Whether the null is an item (or map value) of the field rather than the field.
+    pub item: bool,
+}
+
 impl Writer {
-    /// The first of `rows` where a field whose type does not allow null is null (in a
-    /// record or a record nested in it), with the path of field positions to it.
-    pub(crate) fn null_in_non_null(&self, rows: &[u32]) -> Option<(Vec<usize>, u32)> {
+    fn allows_null(&self) -> bool {
+        self.union.is_some_and(|(null, _)| null.is_some()) || matches!(self.node, Node::Null)
+    }
+
+    /// The first of `rows` where a field whose type does not allow null is null, in a
+    /// record, a record nested in it, or among the items of an array or map field.
+    pub(crate) fn null_in_non_null(&self, rows: &[u32]) -> Option<NullAt> {
         let Node::Record(fields) = &self.node else {
             return None;
         };
         fields.iter().enumerate().find_map(|(index, field)| {
-            if field.array.null_count() == 0 && !matches!(field.node, Node::Record(_)) {
-                return None;
-            }
-            let nullable = field.union.is_some_and(|(null, _)| null.is_some())
-                || matches!(field.node, Node::Null);
-            let here = (!nullable)
+            let here = (!field.allows_null() && field.array.null_count() > 0)
                 .then(|| rows.iter().find(|&&row| field.array.is_null(row as usize)))
                 .flatten()
-                .map(|&row| (vec![index], row));
-            // A nested record's rows are its parent's, where the parent is not null.
-            here.or_else(|| {
-                let present: Vec<u32> = rows
-                    .iter()
+                .map(|&row| NullAt {
+                    path: vec![index],
+                    row,
+                    item: false,
+                });
+            // Nested values belong to the rows where the field is not null.
+            let present = || {
+                rows.iter()
                     .copied()
                     .filter(|&row| !field.array.is_null(row as usize))
-                    .collect();
-                field.null_in_non_null(&present).map(|(mut path, row)| {
-                    path.insert(0, index);
-                    (path, row)
+            };
+            let in_items = || {
+                let (items, ranges): (&Writer, Vec<(u32, std::ops::Range<usize>)>) =
+                    match &field.node {
+                        Node::Array(items) => (
+                            items,
+                            present()
+                                .map(|row| (row, fields::list_range(&field.array, row as usize)))
+                                .collect(),
+                        ),
+                        Node::Map(_, values) => {
+                            let offsets = field.array.as_map().value_offsets();
+                            let range = |row: u32| {
+                                offsets[row as usize] as usize..offsets[row as usize + 1] as usize
+                            };
+                            (values, present().map(|row| (row, range(row))).collect())
+                        }
+                        _ => return None,
+                    };
+                if items.allows_null() || items.array.null_count() == 0 {
+                    return None;
+                }
+                ranges
+                    .into_iter()
+                    .find(|(_, range)| range.clone().any(|i| items.array.is_null(i)))
+                    .map(|(row, _)| NullAt {
+                        path: vec![index],
+                        row,
+                        item: true,
+                    })
+            };
+            here.or_else(in_items).or_else(|| {
+                let present: Vec<u32> = present().collect();
+                field.null_in_non_null(&present).map(|mut at| {
+                    at.path.insert(0, index);
+                    at
                 })
             })
         })

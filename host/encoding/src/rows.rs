@@ -232,11 +232,16 @@ fn value_writer<'a>(
                 ),
                 None => avro::record(&format.record_name, &format.namespace, fields, &mut names)?,
             };
-            if let Some((path, at)) = writer.null_in_non_null(rows) {
-                let name = avro::field_name(&row, &path);
-                return Err(HelperError(format!(
-                    "Field `{name}` is null in row {at}, and its Avro type does not allow null; make it a union with null in the schema."
-                )));
+            if let Some(at) = writer.null_in_non_null(rows) {
+                let (name, row_number) = (avro::field_name(&row, &at.path), at.row);
+                return Err(HelperError(match at.item {
+                    false => format!(
+                        "Field `{name}` is null in row {row_number}, and its Avro type does not allow null; make it a union with null in the schema."
+                    ),
+                    true => format!(
+                        "Field `{name}` has a null item in row {row_number}, and the Avro type of its items does not allow null; make them a union with null in the schema."
+                    ),
+                }));
             }
             let schema = match debezium {
                 true => debezium::avro_schema(format, row, &mut names),

@@ -632,3 +632,42 @@ fn debezium_events_wrap_a_supplied_avro_record_and_decode_before_it_is_seen() {
     assert_eq!(insert["before"], serde_json::Value::Null);
     assert_eq!(insert["after"], serde_json::json!({"id": "a", "amount": 1}));
 }
+
+#[test]
+fn a_null_item_where_the_supplied_avro_items_allow_none_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deal.avsc");
+    let write = |items: &str| {
+        std::fs::write(
+            &path,
+            format!(
+                r#"{{"type": "record", "name": "Deal", "fields": [
+                    {{"name": "tags", "type": ["null", {{"type": "array", "items": {items}}}]}}
+                ]}}"#
+            ),
+        )
+        .unwrap();
+        let mut avro = format(ValueFormat::Avro, Envelope::None);
+        avro.supplied = Some(Arc::new(SuppliedSchema::read_avro(&path).unwrap()));
+        avro
+    };
+    let tags = spec(ValueEncoding::Json(vec![(
+        "tags".into(),
+        FieldValue::Column("tags".into()),
+    )]));
+    // Row 1's tags are [null].
+    let error = encode(&batch(), &tags, &write("\"string\""), &mut Vec::new()).unwrap_err();
+    assert_eq!(
+        error.0,
+        "Field `tags` has a null item in row 1, and the Avro type of its items does not allow null; make them a union with null in the schema."
+    );
+    assert!(
+        encode(
+            &batch(),
+            &tags,
+            &write(r#"["null", "string"]"#),
+            &mut Vec::new()
+        )
+        .is_ok()
+    );
+}

@@ -24,6 +24,17 @@ pub enum RegistryError {
         /// What the TLS library said.
         detail: String,
     },
+    /// An address under the url is not there (a 404 that is not Confluent's "subject
+    /// or version not found"): the url is not the base of a Confluent API.
+    #[error(
+        "The schema registry at {url} has no {path} (HTTP 404). Check that [sink.schema_registry] url is the base of its Confluent Schema Registry API (Apicurio's ends in /apis/ccompat/v7)."
+    )]
+    NotFound {
+        /// The registry's address.
+        url: String,
+        /// The path asked for, under the url.
+        path: String,
+    },
     /// The credentials were refused.
     #[error(
         "The schema registry at {url} refused the credentials (HTTP {status}: {message}). Check [sink.schema_registry] username and password (an API key and secret on Confluent Cloud) or token."

@@ -147,6 +147,18 @@ impl HttpRegistry {
                 message: message(&body),
             });
         }
+        // Confluent's 404s carry error codes 404xx (no such subject, version, schema,
+        // subject-level config...); one without is an address the API does not have.
+        let known_absence = matches!(
+            body.get("error_code").and_then(Json::as_u64),
+            Some(40400..=40499)
+        );
+        if status == 404 && !known_absence {
+            return Err(RegistryError::NotFound {
+                url: self.url.clone(),
+                path: path.split('?').next().unwrap_or(path).to_string(),
+            });
+        }
         if status == 429 || status >= 500 {
             return Err(RegistryError::Unavailable {
                 url: self.url.clone(),
@@ -233,7 +245,7 @@ impl SchemaRegistry for HttpRegistry {
             segment(subject)
         );
         let (status, answer) = self.call(&path, Some(body))?;
-        // No version yet (404): any schema is the subject's first.
+        // No subject or version yet (a Confluent 404): any schema is the first.
         if status == 404 {
             return Ok(Registration::Accepted);
         }
@@ -283,14 +295,7 @@ impl SchemaRegistry for HttpRegistry {
                 url: self.url.clone(),
                 subject: subject.to_string(),
                 status,
-                message: match status {
-                    // No /config at all: the url is not the base of a Confluent API.
-                    404 => format!(
-                        "it has no {}/config; check that [sink.schema_registry] url is the base of its Confluent API (Apicurio's ends in /apis/ccompat/v7)",
-                        self.url
-                    ),
-                    _ => format!("no compatibility level in its answer: {}", message(&body)),
-                },
+                message: format!("no compatibility level in its answer: {}", message(&body)),
             }),
         }
     }
@@ -385,6 +390,24 @@ mod tests {
 
     fn request_has(request: &str, text: &str) -> bool {
         request.contains(text)
+    }
+
+    #[test]
+    fn a_url_that_is_not_a_confluent_api_says_so() {
+        let (url, server) = serve_once(
+            404,
+            r#"{"title":"Could not find resource","status":404,"name":"NotFoundException"}"#,
+        );
+        let registry = HttpRegistry::new(&settings(url.clone(), RegistryAuth::None)).unwrap();
+        let error = registry.preview("deals", &schema()).unwrap_err();
+        server.join().unwrap();
+        assert!(!error.is_transient());
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "The schema registry at {url} has no /subjects/deals (HTTP 404). Check that [sink.schema_registry] url is the base of its Confluent Schema Registry API (Apicurio's ends in /apis/ccompat/v7)."
+            )
+        );
     }
 
     #[test]
