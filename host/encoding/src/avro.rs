@@ -7,7 +7,7 @@
 //! structs records, arrays arrays, maps with string keys maps (other maps arrays of
 //! key-value records).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -436,6 +436,7 @@ fn minimal_twos_complement(value: i128) -> ([u8; 16], usize) {
 /// the record field of its name (a field the record lacks must allow null, and is
 /// null); record fields the schema lacks are left out.
 pub(crate) fn supplied(schema: &Json, fields: &[SourceField]) -> Result<Writer, HelperError> {
+    let schema = &inline_references(schema, "", &mut HashMap::new(), &mut Vec::new());
     let writers = supplied_fields(schema, "", |name| {
         fields
             .iter()
@@ -443,6 +444,83 @@ pub(crate) fn supplied(schema: &Json, fields: &[SourceField]) -> Result<Writer, 
             .map(|f| f.array.clone())
     })?;
     Ok(Writer::record(writers))
+}
+
+/// `schema` with each reference to a named type it defined earlier replaced by the
+/// definition, so that writers need not resolve names. A reference inside its own
+/// definition (a recursive type) stays a name.
+fn inline_references(
+    schema: &Json,
+    namespace: &str,
+    defined: &mut HashMap<String, Json>,
+    open: &mut Vec<String>,
+) -> Json {
+    const PRIMITIVES: [&str; 8] = [
+        "null", "boolean", "int", "long", "float", "double", "bytes", "string",
+    ];
+    match schema {
+        Json::String(name) if !PRIMITIVES.contains(&name.as_str()) => {
+            let full = match name.contains('.') {
+                true => name.clone(),
+                false => crate::format::full_name(namespace, name),
+            };
+            match defined.get(&full).or_else(|| defined.get(name)) {
+                Some(definition) if !open.contains(&full) => definition.clone(),
+                _ => schema.clone(),
+            }
+        }
+        Json::Array(branches) => Json::Array(
+            branches
+                .iter()
+                .map(|b| inline_references(b, namespace, defined, open))
+                .collect(),
+        ),
+        Json::Object(object) => {
+            let mut copy = object.clone();
+            match object.get("type") {
+                Some(Json::String(kind))
+                    if matches!(kind.as_str(), "record" | "enum" | "fixed") =>
+                {
+                    let name = object
+                        .get("name")
+                        .and_then(Json::as_str)
+                        .unwrap_or_default();
+                    let full = match (name.contains('.'), object.get("namespace")) {
+                        (true, _) => name.to_string(),
+                        (false, Some(Json::String(own))) => crate::format::full_name(own, name),
+                        (false, _) => crate::format::full_name(namespace, name),
+                    };
+                    let own = full.rsplit_once('.').map_or("", |(ns, _)| ns).to_string();
+                    open.push(full.clone());
+                    if let Some(Json::Array(fields)) = copy.get_mut("fields") {
+                        for field in fields.iter_mut() {
+                            let inlined = inline_references(&field["type"], &own, defined, open);
+                            field["type"] = inlined;
+                        }
+                    }
+                    open.pop();
+                    defined.insert(full, Json::Object(copy.clone()));
+                }
+                Some(Json::String(kind)) if kind == "array" || kind == "map" => {
+                    let part = if kind == "array" { "items" } else { "values" };
+                    if let Some(inner) = object.get(part) {
+                        let inlined = inline_references(inner, namespace, defined, open);
+                        copy.insert(part.to_string(), inlined);
+                    }
+                }
+                // `{"type": "Address"}`: a reference in an object.
+                Some(reference @ Json::String(_)) => {
+                    let inlined = inline_references(reference, namespace, defined, open);
+                    if inlined.is_object() {
+                        return inlined;
+                    }
+                }
+                _ => {}
+            }
+            Json::Object(copy)
+        }
+        other => other.clone(),
+    }
 }
 
 fn supplied_fields(

@@ -671,3 +671,41 @@ fn a_null_item_where_the_supplied_avro_items_allow_none_is_refused() {
         .is_ok()
     );
 }
+
+#[test]
+fn a_supplied_avro_schema_may_reuse_a_named_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deal.avsc");
+    std::fs::write(
+        &path,
+        r#"{"type": "record", "name": "Deal", "namespace": "crm", "fields": [
+            {"name": "doc", "type": ["null", {"type": "record", "name": "Doc",
+                "fields": [{"name": "stage", "type": ["null", "string"]}]}]},
+            {"name": "draft", "type": ["null", "Doc"]},
+            {"name": "final", "type": ["null", "crm.Doc"]}
+        ]}"#,
+    )
+    .unwrap();
+    let mut avro = format(ValueFormat::Avro, Envelope::None);
+    avro.supplied = Some(Arc::new(SuppliedSchema::read_avro(&path).unwrap()));
+    let fields = ValueEncoding::Json(
+        ["doc", "draft", "final"]
+            .map(|name| (name.to_string(), FieldValue::Column("doc".into())))
+            .to_vec(),
+    );
+    let (records, encoded) = run(&spec(fields), &avro);
+    let value = records[0].value.as_ref().unwrap();
+    // doc { stage = "won" } three times: branch 1, then stage's branch 1 and "won".
+    assert_eq!(
+        &value[FRAME_LEN..],
+        &[2, 2, 6, b'w', b'o', b'n'].repeat(3)[..]
+    );
+    // The registered schema keeps the references as written.
+    assert!(
+        encoded
+            .value
+            .unwrap()
+            .text
+            .contains(r#""type":["null","Doc"]"#)
+    );
+}

@@ -103,7 +103,14 @@ fn stream_through(table: &Path, module: &Path, fault: impl FnOnce(&str)) -> Vec<
         before < Some((5, 0)),
         "the fault should land mid-stream; position {before:?}"
     );
-    files.wait_for_position(&mut sluice, 5, Duration::from_secs(300));
+    // A stop before the end shows sluice's log, which says why.
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        files.wait_for_position(&mut sluice, 5, Duration::from_secs(300))
+    }));
+    if let Err(panic) = waited {
+        eprintln!("sluice's log:\n{}", std::fs::read_to_string(&log).unwrap());
+        std::panic::resume_unwind(panic);
+    }
     assert!(
         stop_sluice(&mut sluice).success(),
         "{}",
