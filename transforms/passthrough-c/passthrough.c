@@ -5,7 +5,8 @@
  * SDK's row API.
  *
  * Parameter `deletes_topic`: when set, delete rows go to that topic instead of the
- * pipeline's.
+ * pipeline's. Parameter `json_schema`: when set (a JSON Schema's text), the values are
+ * framed with it: the host registers it and writes Confluent's wire format.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,9 +16,12 @@
 #include "sluice.h"
 
 static const char *deletes_topic;
+static sluice_schema value_schema = {.kind = SLUICE_SCHEMA_JSON};
+static sluice_framing framing = {.value = &value_schema};
 
 int sluice_init(const sluice_params *params) {
   deletes_topic = sluice_param(params, "deletes_topic", NULL);
+  value_schema.text = sluice_param(params, "json_schema", NULL);
   return SLUICE_OK;
 }
 
@@ -109,7 +113,11 @@ int sluice_transform(sluice_batch *batch, sluice_output *out) {
         .value_len = (int32_t)json.len,
         .topic = change == SLUICE_DELETE ? deletes_topic : NULL,
     };
-    sluice_emit(out, row, &record);
+    if (value_schema.text) {
+      sluice_emit_framed(out, row, &framing, &record);
+    } else {
+      sluice_emit(out, row, &record);
+    }
   }
   free(json.text);
   return SLUICE_OK;

@@ -3,14 +3,15 @@
 one, so it shows the SDK's row API.
 
 Parameter `deletes_topic`: when set, delete rows go to that topic instead of the
-pipeline's.
+pipeline's. Parameter `json_schema`: when set (a JSON Schema's text), the values are
+framed with it: the host registers it and writes Confluent's wire format.
 """
 
 import datetime
 import json
 
 import sluice_transform as sluice
-from sluice_transform import ChangeType, Record
+from sluice_transform import ChangeType, Framing, Record, json_schema
 
 
 def plain(value):
@@ -25,6 +26,8 @@ def plain(value):
 class Passthrough(sluice.Transform):
     def init(self, params):
         self.deletes_topic = params.get("deletes_topic")
+        schema = params.get("json_schema")
+        self.framing = Framing(value=json_schema(schema)) if schema else None
 
     def transform(self, batch, out):
         for row in batch.rows():
@@ -33,7 +36,11 @@ class Passthrough(sluice.Transform):
             value["_commit_version"] = row.commit_version
             value["_commit_timestamp"] = row.commit_timestamp.isoformat()
             topic = self.deletes_topic if row.change_type == ChangeType.DELETE else None
-            out.emit(row, Record(value=json.dumps(value, default=plain, separators=(",", ":")), topic=topic))
+            record = Record(value=json.dumps(value, default=plain, separators=(",", ":")), topic=topic)
+            if self.framing:
+                out.emit_framed(row, self.framing, record)
+            else:
+                out.emit(row, record)
 
 
 Transformer = sluice.export(Passthrough)

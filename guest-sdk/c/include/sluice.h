@@ -142,6 +142,36 @@ void sluice_emit_kv(sluice_output *out, uint32_t row, const void *key, int32_t k
 /** Marks a row as failed, with why; the transform carries on with the others. */
 void sluice_reject(sluice_output *out, uint32_t row, const char *message);
 
+/** The kind of a schema a module encodes its own keys or values with. */
+typedef enum {
+  SLUICE_SCHEMA_AVRO = 0,
+  SLUICE_SCHEMA_JSON = 1,
+  SLUICE_SCHEMA_PROTOBUF = 2,
+} sluice_schema_kind;
+
+/** A schema the module encoded keys or values with itself: Avro's JSON text, a JSON
+ * Schema, or a `.proto` file. `name` (NULL for none) is the Protobuf message's full
+ * name (the file's first when NULL), or for Avro and JSON Schema the record name for
+ * record-name subjects when the schema names none. */
+typedef struct {
+  sluice_schema_kind kind;
+  const char *text;
+  const char *name;
+} sluice_schema;
+
+/** What sluice_emit_framed frames: NULL leaves keys or values as they are. */
+typedef struct {
+  const sluice_schema *key;
+  const sluice_schema *value;
+} sluice_framing;
+
+/** Emits `record` (contract 1.1), whose key or value the module encoded with
+ * `framing`'s schemas: the host registers them in the pipeline's schema registry,
+ * checks the bytes decode with them and writes Confluent's wire format header before
+ * them. `framing` is copied. */
+void sluice_emit_framed(sluice_output *out, uint32_t row, const sluice_framing *framing,
+                        const sluice_record *record);
+
 /* ---- Host helpers: the host selects and encodes natively --------------------- */
 
 /** Row indexes, valid until the transform returns. */

@@ -404,6 +404,9 @@ struct sluice_output {
   bytes_t header_counts, header_name_indexes, header_value_lengths;
   bytes_t topics, header_names; /* char * copies */
   bool any_topic, any_partition, any_header;
+  /* The framing of the packed records (copies): records cross in runs of one. */
+  bool framed, has_key_schema, has_value_schema;
+  sluice_schema key_schema, value_schema;
 };
 
 /* The index of `name` in `names`, added when new. */
@@ -416,7 +419,77 @@ static uint32_t intern(bytes_t *names, const char *name) {
   return (uint32_t)count;
 }
 
+static void free_schema(sluice_schema *schema) {
+  free((char *)schema->text);
+  free((char *)schema->name);
+  memset(schema, 0, sizeof *schema);
+}
+
+/* Forgets the current run's framing. */
+static void unframe(sluice_output *out) {
+  free_schema(&out->key_schema);
+  free_schema(&out->value_schema);
+  out->framed = out->has_key_schema = out->has_value_schema = false;
+}
+
+static bool same_text(const char *a, const char *b) {
+  return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static bool same_schema(bool has, const sluice_schema *kept, const sluice_schema *given) {
+  if (!given) return !has;
+  return has && kept->kind == given->kind && same_text(kept->text, given->text) &&
+         same_text(kept->name, given->name);
+}
+
+static void keep_schema(sluice_schema *kept, const sluice_schema *given) {
+  kept->kind = given->kind;
+  kept->text = copy_text((const uint8_t *)given->text, strlen(given->text));
+  kept->name = given->name ? copy_text((const uint8_t *)given->name, strlen(given->name)) : NULL;
+}
+
+static sluice_transform_types_option_own_schema_t wit_schema(bool has, const sluice_schema *schema) {
+  sluice_transform_types_option_own_schema_t option;
+  memset(&option, 0, sizeof option);
+  if (!has) return option;
+  option.is_some = true;
+  option.val.kind = (sluice_transform_types_schema_kind_t)schema->kind;
+  option.val.text = wit_string(schema->text);
+  if (schema->name) {
+    option.val.name.is_some = true;
+    option.val.name.val = wit_string(schema->name);
+  }
+  return option;
+}
+
+static void push_record(sluice_output *out, uint32_t row, const sluice_record *record);
+static void flush(sluice_output *out);
+
 void sluice_emit(sluice_output *out, uint32_t row, const sluice_record *record) {
+  if (out->framed) {
+    flush(out);
+    unframe(out);
+  }
+  push_record(out, row, record);
+}
+
+void sluice_emit_framed(sluice_output *out, uint32_t row, const sluice_framing *framing,
+                        const sluice_record *record) {
+  bool same = out->framed && same_schema(out->has_key_schema, &out->key_schema, framing->key) &&
+              same_schema(out->has_value_schema, &out->value_schema, framing->value);
+  if (!same) {
+    flush(out);
+    unframe(out);
+    out->framed = true;
+    out->has_key_schema = framing->key != NULL;
+    out->has_value_schema = framing->value != NULL;
+    if (framing->key) keep_schema(&out->key_schema, framing->key);
+    if (framing->value) keep_schema(&out->value_schema, framing->value);
+  }
+  push_record(out, row, record);
+}
+
+static void push_record(sluice_output *out, uint32_t row, const sluice_record *record) {
   PUSH(&out->source_rows, uint32_t, row);
   int32_t key_len = record->key ? record->key_len : -1;
   int32_t value_len = record->value ? record->value_len : -1;
@@ -486,7 +559,15 @@ static void flush(sluice_output *out) {
       .header_name_indexes = u32s(&out->header_name_indexes, true),
       .header_value_lengths = u32s(&out->header_value_lengths, true),
   };
-  sluice_transform_host_method_batch_emit_packed(out->handle, &packed);
+  if (out->framed) {
+    sluice_transform_host_framing_t framing = {
+        .key = wit_schema(out->has_key_schema, &out->key_schema),
+        .value = wit_schema(out->has_value_schema, &out->value_schema),
+    };
+    sluice_transform_host_method_batch_emit_framed(out->handle, &packed, &framing);
+  } else {
+    sluice_transform_host_method_batch_emit_packed(out->handle, &packed);
+  }
   free(packed.topics.ptr);
   free(packed.header_names.ptr);
   bytes_t *lists[] = {&out->data, &out->source_rows, &out->key_lengths, &out->value_lengths,
@@ -505,6 +586,7 @@ void sluice_reject(sluice_output *out, uint32_t row, const char *message) {
 }
 
 static void free_output(sluice_output *out) {
+  unframe(out);
   bytes_t *lists[] = {&out->data, &out->source_rows, &out->key_lengths, &out->value_lengths,
                       &out->topic_indexes, &out->partitions, &out->header_counts,
                       &out->header_name_indexes, &out->header_value_lengths};

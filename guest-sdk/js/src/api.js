@@ -15,5 +15,8 @@ export {
   json,
   JSON_ROW,
   TOMBSTONE,
+  avroSchema,
+  jsonSchema,
+  protobufSchema,
 } from './model.js';
 export { Batch, Row, Output } from './batch.js';

@@ -2,9 +2,10 @@
 // (guest.js) or a batch in memory in unit tests (testing.js). A host has numRows(),
 // columns(names) -> [[name, values]], changeTypes(), commitVersions(),
 // commitTimestamps(), selectChangeTypes(types, within), selectWhere(column, op, value,
-// within), encode(spec), emitPacked(packed) and reject(row, message).
+// within), encode(spec), emitPacked(packed), emitFramed(packed, framing) and
+// reject(row, message).
 
-import { BatchError, COMPARISONS, rowIndexes } from './model.js';
+import { BatchError, COMPARISONS, rowIndexes, sameFraming } from './model.js';
 import { Packer } from './packing.js';
 
 const index = (row) => (typeof row === 'number' ? row : row.index);
@@ -128,11 +129,27 @@ export class Output {
   constructor(host) {
     this.host = host;
     this.packer = new Packer();
+    // The framing of the records in the packer: records cross in runs of one framing.
+    this.framing = null;
   }
 
   /** Emits a record made from `row` (a Row or its index): `{ key, value, topic,
    * partition, headers }`, strings or Uint8Arrays; no `value` makes a tombstone. */
   emit(row, record) {
+    if (this.framing) this.flush();
+    this.packer.add(index(row), record);
+  }
+
+  /** Emits a record whose value (or key) the module encoded itself with its own
+   * schema: `framing` is `{ value: avroSchema(...) | jsonSchema(...) |
+   * protobufSchema(...), key: ... }`. The host registers the schemas in the
+   * pipeline's schema registry, checks the bytes decode with them and writes
+   * Confluent's wire format header before them. Make the framing once and reuse it. */
+  emitFramed(row, framing, record) {
+    if (!sameFraming(this.framing, framing)) {
+      this.flush();
+      this.framing = framing;
+    }
     this.packer.add(index(row), record);
   }
 
@@ -162,8 +179,10 @@ export class Output {
   /** Sends the records emitted so far to the host (done for you). */
   flush() {
     if (this.packer.length) {
-      this.host.emitPacked(this.packer.packed());
+      if (this.framing) this.host.emitFramed(this.packer.packed(), this.framing);
+      else this.host.emitPacked(this.packer.packed());
       this.packer.clear();
     }
+    this.framing = null;
   }
 }

@@ -152,10 +152,35 @@ export interface EncodeSpec {
   headers?: Record<string, Field> | Array<[string, Field]>;
 }
 
+/** A schema the module encodes its own values or keys with (contract 1.1). */
+export interface OwnSchema {
+  readonly kind: 'avro' | 'json-schema' | 'protobuf';
+  readonly text: string;
+  /** Protobuf: the message's full name; Avro and JSON Schema: the record name for
+   * record-name subjects when the schema names none. */
+  readonly name?: string;
+}
+
+/** An Avro schema (its JSON text). */
+export declare function avroSchema(text: string, name?: string): OwnSchema;
+/** A JSON Schema; the bytes framed with it are JSON text. */
+export declare function jsonSchema(text: string, name?: string): OwnSchema;
+/** A `.proto` file and the message (full name) the bytes are, the first when absent. */
+export declare function protobufSchema(text: string, message?: string): OwnSchema;
+
+/** What `Output.emitFramed` frames: keys, values or both. */
+export interface Framing {
+  key?: OwnSchema;
+  value?: OwnSchema;
+}
+
 /** Where a transform puts its records, in order. */
 export declare class Output {
   /** Emits a record made from `row` (a Row or its index). */
   emit(row: Row | number, record: OutputRecord): void;
+  /** Emits a record whose value or key the module encoded with its own schema; the
+   * host registers the schema and frames the bytes with its id. */
+  emitFramed(row: Row | number, framing: Framing, record: OutputRecord): void;
   /** Marks a row as failed, with why; the transform carries on with the others. */
   reject(row: Row | number, message: string): void;
   /** Has the host make the records natively; returns how many. */

@@ -129,3 +129,24 @@ export function rowIndexes(rows) {
   return isTypedArray(rows, 'Uint32Array') ? rows : Uint32Array.from(rows);
 }
 
+
+/** A schema the module encodes its own values or keys with, for `out.emitFramed`
+ * (contract 1.1): Avro's JSON text. `name` names the record for record-name subjects
+ * when the schema names none. */
+export const avroSchema = (text, name = undefined) => Object.freeze({ kind: 'avro', text, name });
+
+/** A JSON Schema; the bytes framed with it are JSON text. */
+export const jsonSchema = (text, name = undefined) => Object.freeze({ kind: 'json-schema', text, name });
+
+/** A `.proto` file's text; `message` is the full name of the message the bytes are
+ * (the file's first when absent). */
+export const protobufSchema = (text, message = undefined) =>
+  Object.freeze({ kind: 'protobuf', text, name: message });
+
+/** Whether two framings (`{ key, value }` of schemas) frame records the same way. */
+export function sameFraming(a, b) {
+  if (a === b) return true;
+  if (!a || !b) return false;
+  const same = (x, y) => x === y || (!!x && !!y && x.kind === y.kind && x.text === y.text && x.name === y.name);
+  return same(a.key, b.key) && same(a.value, b.value);
+}

@@ -135,6 +135,11 @@ class MemoryHost {
     this.result.rows.push(...packed.sourceRows);
   }
 
+  // The host frames them; in tests the records keep the module's bytes.
+  emitFramed(packed) {
+    this.emitPacked(packed);
+  }
+
   reject(row, message) {
     // As on the host: one rejection per row, the first reason kept.
     if (!this.result.rejected.some(([rejected]) => rejected === row)) {

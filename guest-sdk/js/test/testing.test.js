@@ -80,3 +80,27 @@ test('a row rejected twice keeps its first reason, as on the host', () => {
   }
   assert.deepEqual(run(RejectsTwice, batch).rejected, [[0, 'first reason']]);
 });
+
+test('records cross to the host in runs of one framing, in emission order', async () => {
+  const { Output } = await import('../src/batch.js');
+  const { jsonSchema, avroSchema } = await import('../src/model.js');
+  const calls = [];
+  const host = {
+    emitPacked: (packed) => calls.push(['plain', Array.from(packed.sourceRows)]),
+    emitFramed: (packed, framing) => calls.push([framing.value?.kind ?? framing.key.kind, Array.from(packed.sourceRows)]),
+  };
+  const out = new Output(host);
+  const deals = { value: jsonSchema('{"type":"object"}') };
+  out.emit(0, { value: 'plain' });
+  out.emitFramed(1, deals, { value: '{}' });
+  out.emitFramed(2, { value: jsonSchema('{"type":"object"}') }, { value: '{}' });
+  out.emitFramed(3, { key: avroSchema('"string"') }, { key: '\u0002k' });
+  out.emit(3, {});
+  out.flush();
+  assert.deepEqual(calls, [
+    ['plain', [0]],
+    ['json-schema', [1, 2]],
+    ['avro', [3]],
+    ['plain', [3]],
+  ]);
+});

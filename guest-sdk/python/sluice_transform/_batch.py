@@ -4,7 +4,7 @@ or a table in memory in unit tests (`testing.py`). Nothing here imports the bind
 import datetime
 from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
-from ._model import COMPARISONS, JSON_ROW, BatchError, ChangeType, Field, Json, Record
+from ._model import COMPARISONS, JSON_ROW, BatchError, ChangeType, Field, Framing, Json, Record
 from ._packing import Packer
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
@@ -40,6 +40,8 @@ class Host(Protocol):
     ) -> int: ...
 
     def emit_packed(self, lists: dict) -> None: ...
+
+    def emit_framed(self, lists: dict, framing: Framing) -> None: ...
 
     def reject(self, row: int, message: str) -> None: ...
 
@@ -169,9 +171,24 @@ class Output:
     def __init__(self, host: Host):
         self._host = host
         self._packer = Packer()
+        # The framing of the packed records: records cross in runs of one framing.
+        self._framing: Optional[Framing] = None
 
     def emit(self, row: Union[Row, int], record: Record) -> None:
         """Emits a record made from `row` (a Row or its index)."""
+        if self._framing is not None:
+            self.flush()
+        self._packer.add(row if isinstance(row, int) else row.index, record)
+
+    def emit_framed(self, row: Union[Row, int], framing: Framing, record: Record) -> None:
+        """Emits a record whose value (or key) the module encoded itself with its own
+        schema (`Framing(value=avro_schema(...))`). The host registers the schemas in
+        the pipeline's schema registry, checks the bytes decode with them and writes
+        Confluent's wire format header before them. Make the framing once and reuse
+        it."""
+        if framing != self._framing:
+            self.flush()
+            self._framing = framing
         self._packer.add(row if isinstance(row, int) else row.index, record)
 
     def reject(self, row: Union[Row, int], message: str) -> None:
@@ -199,5 +216,9 @@ class Output:
     def flush(self) -> None:
         """Sends the records emitted so far to the host (done for you)."""
         if len(self._packer):
-            self._host.emit_packed(self._packer.lists())
+            if self._framing is None:
+                self._host.emit_packed(self._packer.lists())
+            else:
+                self._host.emit_framed(self._packer.lists(), self._framing)
             self._packer.clear()
+        self._framing = None

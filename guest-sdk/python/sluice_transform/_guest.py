@@ -19,7 +19,9 @@ from ._model import (
     BatchError,
     ChangeType,
     Field,
+    Framing,
     Json,
+    OwnSchema,
     Params,
     RowError,
 )
@@ -146,8 +148,30 @@ class _WitHost:
     def emit_packed(self, lists: dict) -> None:
         self._handle.emit_packed(t.PackedRecords(**lists))
 
+    def emit_framed(self, lists: dict, framing: Framing) -> None:
+        self._handle.emit_framed(
+            t.PackedRecords(**lists),
+            t.Framing(key=_own_schema(framing.key), value=_own_schema(framing.value)),
+        )
+
     def reject(self, row: int, message: str) -> None:
         self._handle.reject(row, message)
+
+
+_SCHEMA_KINDS = {
+    "avro": t.SchemaKind.AVRO,
+    "json-schema": t.SchemaKind.JSON_SCHEMA,
+    "protobuf": t.SchemaKind.PROTOBUF,
+}
+
+
+def _own_schema(schema: Optional[OwnSchema]) -> Optional[t.OwnSchema]:
+    if schema is None:
+        return None
+    kind = _SCHEMA_KINDS.get(schema.kind)
+    if kind is None:
+        raise ValueError(f"Unknown schema kind `{schema.kind}`; use avro, json-schema or protobuf.")
+    return t.OwnSchema(kind=kind, text=schema.text, name=schema.name)
 
 
 def _log(level: str, message: str) -> None:

@@ -145,3 +145,39 @@ TOMBSTONE = "tombstone"
 
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=", "is null", "is not null")
 """The operators `Batch.select_where` takes."""
+
+
+@dataclass(frozen=True)
+class OwnSchema:
+    """A schema the module encodes its own values or keys with, for
+    `out.emit_framed` (contract 1.1). `kind` is "avro", "json-schema" or "protobuf";
+    `name` is the Protobuf message's full name (the file's first when None), or for
+    Avro and JSON Schema the record name for record-name subjects when the schema names
+    none."""
+
+    kind: str
+    text: str
+    name: Optional[str] = None
+
+
+def avro_schema(text: str, name: Optional[str] = None) -> OwnSchema:
+    """An Avro schema (its JSON text)."""
+    return OwnSchema("avro", text, name)
+
+
+def json_schema(text: str, name: Optional[str] = None) -> OwnSchema:
+    """A JSON Schema; the bytes framed with it are JSON text."""
+    return OwnSchema("json-schema", text, name)
+
+
+def protobuf_schema(text: str, message: Optional[str] = None) -> OwnSchema:
+    """A `.proto` file's text and the message (full name) the bytes are."""
+    return OwnSchema("protobuf", text, message)
+
+
+@dataclass(frozen=True)
+class Framing:
+    """What `out.emit_framed` frames: keys, values or both, each with its schema."""
+
+    value: Optional[OwnSchema] = None
+    key: Optional[OwnSchema] = None

@@ -129,6 +129,10 @@ class _MemoryHost:
         self._result.records.extend(_unpack(lists))
         self._result.rows.extend(lists["source_rows"])
 
+    def emit_framed(self, lists: dict, framing) -> None:
+        # The host frames them; in tests the records keep the module's bytes.
+        self.emit_packed(lists)
+
     def reject(self, row: int, message: str) -> None:
         # As on the host: one rejection per row, the first reason kept.
         if all(rejected != row for rejected, _ in self._result.rejected):

@@ -82,3 +82,31 @@ def test_a_row_rejected_twice_keeps_its_first_reason_as_on_the_host():
             out.reject(row, "second reason")
 
     assert run(RejectsTwice, BATCH).rejected == [(0, "first reason")]
+
+
+def test_records_cross_to_the_host_in_runs_of_one_framing():
+    from sluice_transform import Framing, Output, Record, avro_schema, json_schema
+
+    calls = []
+
+    class Host:
+        def emit_packed(self, lists):
+            calls.append(("plain", list(lists["source_rows"])))
+
+        def emit_framed(self, lists, framing):
+            kind = (framing.value or framing.key).kind
+            calls.append((kind, list(lists["source_rows"])))
+
+    out = Output(Host())
+    out.emit(0, Record(value="plain"))
+    out.emit_framed(1, Framing(value=json_schema('{"type":"object"}')), Record(value="{}"))
+    out.emit_framed(2, Framing(value=json_schema('{"type":"object"}')), Record(value="{}"))
+    out.emit_framed(3, Framing(key=avro_schema('"string"')), Record(key=b"\x02k"))
+    out.emit(3, Record())
+    out.flush()
+    assert calls == [
+        ("plain", [0]),
+        ("json-schema", [1, 2]),
+        ("avro", [3]),
+        ("plain", [3]),
+    ]

@@ -22,42 +22,60 @@ pub fn decode(
         .get(FRAME_LEN..)
         .ok_or_else(|| "the bytes are shorter than the 5-byte header".to_string())?;
     match schema.kind {
-        SchemaKind::Json => {
-            serde_json::from_slice(payload).map_err(|e| format!("the value is not JSON: {e}"))
-        }
+        SchemaKind::Json => read_json(payload),
         SchemaKind::Avro => {
             let parsed: Json = serde_json::from_str(&schema.text)
                 .map_err(|e| format!("the Avro schema is not JSON: {e}"))?;
-            let mut reader = AvroReader::new(payload);
-            reader.learn(&parsed, "");
-            let value = reader.read(&parsed, "")?;
-            match reader.at == payload.len() {
-                true => Ok(value),
-                false => Err(format!(
-                    "{} bytes are left after the Avro value",
-                    payload.len() - reader.at
-                )),
-            }
+            read_avro(&parsed, payload)
         }
         SchemaKind::Protobuf => {
-            let schema =
-                protobuf.ok_or_else(|| "no .proto message to read the value with".to_string())?;
             let message = skip_message_indexes(payload)?;
-            let decoded = DynamicMessage::decode(schema.message.clone(), message)
-                .map_err(|e| format!("the value is not a {}: {e}", schema.message.full_name()))?;
-            decoded
-                .serialize_with_options(
-                    serde_json::value::Serializer,
-                    &SerializeOptions::new().use_proto_field_name(true),
-                )
-                .map_err(|e| e.to_string())
+            match protobuf {
+                Some(own) if own.text == schema.text => read_protobuf(own, message),
+                // A module's own .proto: compiled from the text it registers.
+                _ => read_protobuf(
+                    &ProtobufSchema::from_text(&schema.text, Some(&schema.name))?,
+                    message,
+                ),
+            }
         }
     }
 }
 
+/// A JSON payload.
+pub(crate) fn read_json(payload: &[u8]) -> Result<Json, String> {
+    serde_json::from_slice(payload).map_err(|e| format!("the value is not JSON: {e}"))
+}
+
+/// An Avro payload read by its parsed schema, every byte used.
+pub(crate) fn read_avro(schema: &Json, payload: &[u8]) -> Result<Json, String> {
+    let mut reader = AvroReader::new(payload);
+    reader.learn(schema, "");
+    let value = reader.read(schema, "")?;
+    match reader.at == payload.len() {
+        true => Ok(value),
+        false => Err(format!(
+            "{} bytes are left after the Avro value",
+            payload.len() - reader.at
+        )),
+    }
+}
+
+/// A Protobuf message (after the message indexes) as JSON with .proto field names.
+pub(crate) fn read_protobuf(schema: &ProtobufSchema, message: &[u8]) -> Result<Json, String> {
+    let decoded = DynamicMessage::decode(schema.message.clone(), message)
+        .map_err(|e| format!("the value is not a {}: {e}", schema.message.full_name()))?;
+    decoded
+        .serialize_with_options(
+            serde_json::value::Serializer,
+            &SerializeOptions::new().use_proto_field_name(true),
+        )
+        .map_err(|e| e.to_string())
+}
+
 /// The payload after Confluent's message indexes (a count, then that many indexes, all
 /// zig-zag varints; the single byte 0 for the first message).
-fn skip_message_indexes(payload: &[u8]) -> Result<&[u8], String> {
+pub(crate) fn skip_message_indexes(payload: &[u8]) -> Result<&[u8], String> {
     let mut reader = AvroReader::new(payload);
     let count = reader.long()?;
     for _ in 0..count {

@@ -6,7 +6,8 @@
 //! schema is derived from the table's Arrow types and the spec, the same text for the
 //! same table schema, so a registry gives the same id until the table changes. Framed
 //! bytes start with a placeholder; the pipeline asks the registry for the id and writes
-//! it ([`write_id`]) before the records leave.
+//! it ([`write_id`]) before the records leave. Bytes a module encodes itself with its
+//! own schema ([`OwnSchema`], contract 1.1) are framed the same way.
 
 mod avro;
 mod debezium;
@@ -15,6 +16,7 @@ mod fields;
 mod format;
 mod framing;
 mod json_schema;
+mod own;
 mod protobuf;
 mod row_writer;
 mod rows;
@@ -29,6 +31,7 @@ pub use debezium::SNAPSHOT_METADATA;
 pub use decode::decode;
 pub use format::{Envelope, Format, KeyFormat, ValueFormat, invalid_avro_name};
 pub use framing::{FRAME_LEN, Framed, SchemaKind, SubjectStrategy, WriterSchema, write_id};
+pub use own::OwnSchema;
 pub use protobuf::ProtobufSchema;
 pub use supplied::SuppliedSchema;
 

@@ -57,37 +57,34 @@ impl ProtobufSchema {
             .files()
             .find(|f| Path::new(f.name()) == Path::new(name))
             .ok_or_else(|| format!("the .proto file {shown} compiled to nothing"))?;
-        if let Some(import) = file
-            .dependencies()
-            .find(|d| !d.name().starts_with("google/protobuf/"))
-        {
-            return Err(format!(
-                "the .proto file {shown} imports {}; Sluice registers one file, so put the messages it needs in it",
-                import.name()
-            ));
-        }
-        let message = match message {
-            Some(wanted) => file
-                .messages()
-                .chain(
-                    file.messages()
-                        .flat_map(|m| m.child_messages().collect::<Vec<_>>()),
-                )
-                .find(|m| m.full_name() == wanted)
-                .ok_or_else(|| {
-                    let names: Vec<String> =
-                        file.messages().map(|m| m.full_name().to_string()).collect();
-                    format!(
-                        "the .proto file {shown} has no message {wanted}; it has {}",
-                        names.join(", ")
-                    )
-                })?,
-            None => file
-                .messages()
-                .next()
-                .ok_or_else(|| format!("the .proto file {shown} has no message"))?,
-        };
+        let message = pick_message(&file, message, &format!("the .proto file {shown}"))?;
         Ok(ProtobufSchema { text, message })
+    }
+
+    /// Compiles `.proto` text a module supplies and picks `message` (its full name), or
+    /// the file's first message. Imports other than Protobuf's well-known types are
+    /// refused.
+    pub fn from_text(text: &str, message: Option<&str>) -> Result<ProtobufSchema, String> {
+        const NAME: &str = "module.proto";
+        let mut resolver = protox::file::ChainFileResolver::new();
+        resolver.add(OneFile {
+            file: protox::file::File::from_source(NAME, text)
+                .map_err(|e| format!("the .proto text does not parse: {e}"))?,
+        });
+        resolver.add(protox::file::GoogleFileResolver::new());
+        let mut compiler = protox::Compiler::with_file_resolver(resolver);
+        compiler
+            .open_file(NAME)
+            .map_err(|e| format!("the .proto text does not compile: {e}"))?;
+        let pool = compiler.descriptor_pool();
+        let file = pool
+            .get_file_by_name(NAME)
+            .ok_or_else(|| "the .proto text compiled to nothing".to_string())?;
+        let message = pick_message(&file, message, "the .proto text")?;
+        Ok(ProtobufSchema {
+            text: text.to_string(),
+            message,
+        })
     }
 
     /// Confluent's message indexes of the message: its path from the file's top-level
@@ -128,6 +125,61 @@ impl ProtobufSchema {
             crate::avro::write_long(&mut out, index);
         }
         out
+    }
+}
+
+/// `message` (a full name) of `file`, or its first message; `shown` names the file in
+/// errors. A file importing anything but Protobuf's well-known types is refused: the
+/// registry would need the import as a reference.
+fn pick_message(
+    file: &prost_reflect::FileDescriptor,
+    message: Option<&str>,
+    shown: &str,
+) -> Result<MessageDescriptor, String> {
+    if let Some(import) = file
+        .dependencies()
+        .find(|d| !d.name().starts_with("google/protobuf/"))
+    {
+        return Err(format!(
+            "{shown} imports {}; Sluice registers one file, so put the messages it needs in it",
+            import.name()
+        ));
+    }
+    match message {
+        Some(wanted) => file
+            .messages()
+            .chain(
+                file.messages()
+                    .flat_map(|m| m.child_messages().collect::<Vec<_>>()),
+            )
+            .find(|m| m.full_name() == wanted)
+            .ok_or_else(|| {
+                let names: Vec<String> =
+                    file.messages().map(|m| m.full_name().to_string()).collect();
+                format!(
+                    "{shown} has no message {wanted}; it has {}",
+                    names.join(", ")
+                )
+            }),
+        None => file
+            .messages()
+            .next()
+            .ok_or_else(|| format!("{shown} has no message")),
+    }
+}
+
+/// Resolves the one in-memory file a module supplies.
+struct OneFile {
+    file: protox::file::File,
+}
+
+impl protox::file::FileResolver for OneFile {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        if name == self.file.name() {
+            Ok(self.file.clone())
+        } else {
+            Err(protox::Error::file_not_found(name))
+        }
     }
 }
 

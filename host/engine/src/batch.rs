@@ -3,10 +3,11 @@
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use delta_kernel::arrow::ipc::writer::StreamWriter;
 use delta_kernel::arrow::record_batch::RecordBatch;
-use sluice_encoding::Framed;
+use sluice_encoding::{Framed, OwnSchema};
 use sluice_model::helpers::{self as model, HelperError, RecordSink};
 use sluice_model::{ChangeType, PackedRecords, Record};
 use wasmtime::component::Resource;
@@ -111,6 +112,7 @@ const ARROW_IPC: &str = "arrow-ipc";
 const EMIT_ENCODED: &str = "emit-encoded";
 const EMIT_PACKED: &str = "emit-packed";
 const EMIT: &str = "emit";
+const EMIT_FRAMED: &str = "emit-framed";
 const REJECT: &str = "reject";
 
 fn batch<'a>(
@@ -456,6 +458,83 @@ impl host::HostBatch for HostState {
         match unpack(records, state.num_rows()) {
             Ok(records) => state.records.extend(records),
             Err(message) => state.fail(message),
+        }
+        Ok(())
+    }
+
+    fn emit_framed(
+        &mut self,
+        handle: Resource<BatchState>,
+        records: wit::PackedRecords,
+        framing: wit::Framing,
+    ) -> wasmtime::Result<()> {
+        self.deadline.check(EMIT_FRAMED)?;
+        let deadline = self.deadline;
+        if batch(self, &handle)?.bad_output.is_some() {
+            return Ok(());
+        }
+        let mut parse =
+            |schema: Option<wit::OwnSchema>| schema.map(|s| self.own_schemas.get(s)).transpose();
+        let schemas = parse(framing.key).and_then(|key| Ok((key, parse(framing.value)?)));
+        let state = batch(self, &handle)?;
+        let (key, value) = match schemas {
+            Ok(schemas) => schemas,
+            Err(message) => {
+                state.fail(format!("{EMIT_FRAMED}: {message}"));
+                return Ok(());
+            }
+        };
+        state.output.charge(EMIT_FRAMED, unpacked_bytes(&records))?;
+        let mut records = match unpack(records, state.num_rows()) {
+            Ok(records) => records,
+            Err(message) => {
+                state.fail(message);
+                return Ok(());
+            }
+        };
+        let header_len = |schema: &Option<Arc<OwnSchema>>, bytes: &Option<Vec<u8>>| {
+            schema
+                .as_ref()
+                .filter(|_| bytes.is_some())
+                .map_or(0, |s| s.header_len())
+        };
+        let headers = records
+            .iter()
+            .map(|r| header_len(&key, &r.key) + header_len(&value, &r.value))
+            .sum();
+        state.output.charge(EMIT_FRAMED, headers)?;
+        for (index, record) in records.iter_mut().enumerate() {
+            if index % 1024 == 0 {
+                deadline.check(EMIT_FRAMED)?;
+            }
+            for (what, schema, bytes) in [
+                ("key", &key, &mut record.key),
+                ("value", &value, &mut record.value),
+            ] {
+                let (Some(schema), Some(bytes)) = (schema, bytes.as_mut()) else {
+                    continue;
+                };
+                match schema.frame(bytes) {
+                    Ok(framed) => *bytes = framed,
+                    Err(e) => {
+                        state.fail(format!(
+                            "record {index} of an {EMIT_FRAMED} call (row {}): its {what} does not decode with its {} schema: {e}",
+                            record.source_row,
+                            schema.writer.kind.registry_name()
+                        ));
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        let first = state.records.len();
+        state.records.extend(records);
+        if key.is_some() || value.is_some() {
+            state.framed.push(Framed {
+                records: first..state.records.len(),
+                key: key.map(|s| s.writer.clone()),
+                value: value.map(|s| s.writer.clone()),
+            });
         }
         Ok(())
     }

@@ -1,7 +1,10 @@
 //! Generated bindings for each supported version of the WIT contract.
 
+/// The interface a `sluice:transform@1.1.0` module exports.
+pub const V1_1_EXPORT: &str = "sluice:transform/transformer@1.1.0";
+
 /// The interface a `sluice:transform@1.0.0` module exports.
-pub const V1_EXPORT: &str = "sluice:transform/transformer@1.0.0";
+pub const V1_0_EXPORT: &str = "sluice:transform/transformer@1.0.0";
 
 /// The interface a `sluice:transform@0.1.0` module exports.
 pub const V0_1_EXPORT: &str = "sluice:transform/transformer@0.1.0";
@@ -9,8 +12,10 @@ pub const V0_1_EXPORT: &str = "sluice:transform/transformer@0.1.0";
 /// The prefix every version of the transformer interface shares.
 pub const TRANSFORMER_PREFIX: &str = "sluice:transform/transformer@";
 
-/// Bindings for `sluice:transform@1.0.0`, the batch resource backed by
-/// [`crate::batch::BatchState`].
+/// Bindings for `sluice:transform@1.1.0`, the batch resource backed by
+/// [`crate::batch::BatchState`]. They run 1.0.0 modules too: wasmtime resolves names
+/// semver-compatibly, so a 1.0.0 module's imports link to the 1.1.0 host (a superset)
+/// and its `transformer@1.0.0` export is found as 1.1.0's.
 pub mod v1 {
     wasmtime::component::bindgen!({
         path: "../../wit/transform.wit",

@@ -19,6 +19,7 @@ use crate::error::{EngineError, TransformError, TrapKind};
 use crate::limits::{Limiter, MemoryCapExceeded};
 use crate::log::ModuleLog;
 use crate::module::{InstanceLimits, LogTap, ModulePre};
+use crate::own_schemas::OwnSchemas;
 use crate::wasi::{SinceStart, StderrTail, WaitLimit, Waits};
 
 /// Most resources (WASI streams, pollables) and component handles one instance may hold
@@ -35,6 +36,8 @@ pub(crate) struct HostState {
     pub(crate) log: ModuleLog,
     /// How the helpers write records (`emit-encoded`).
     pub(crate) format: Arc<Format>,
+    /// The schemas the module framed its own bytes with (`emit-framed`).
+    pub(crate) own_schemas: OwnSchemas,
     wasi: WasiCtx,
     stderr: StderrTail,
     clock: SinceStart,
@@ -60,6 +63,7 @@ impl HostState {
             table,
             log: ModuleLog::new(module, config.log_messages_per_second, log_tap),
             format,
+            own_schemas: OwnSchemas::default(),
             wasi,
             stderr,
             clock,

@@ -18,6 +18,7 @@ mod instance;
 mod limits;
 mod log;
 mod module;
+mod own_schemas;
 mod sizes;
 mod wasi;
 
@@ -30,4 +31,8 @@ pub use module::{
 pub use sluice_encoding::{Format, Framed};
 
 /// The contract versions this host can run, newest first.
-pub const SUPPORTED_CONTRACTS: &[&str] = &[contract::V1_EXPORT, contract::V0_1_EXPORT];
+pub const SUPPORTED_CONTRACTS: &[&str] = &[
+    contract::V1_1_EXPORT,
+    contract::V1_0_EXPORT,
+    contract::V0_1_EXPORT,
+];

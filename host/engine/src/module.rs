@@ -212,7 +212,7 @@ impl TransformEngine {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(invalid)?;
         crate::wasi::cap_waits(&mut linker).map_err(invalid)?;
         let pre = match version {
-            Contract::V1 => {
+            Contract::V1_1 | Contract::V1_0 => {
                 v1::Transform::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
                     .map_err(invalid)?;
                 let pre = linker.instantiate_pre(&component).map_err(invalid)?;
@@ -336,8 +336,10 @@ fn pooling(config: &EngineConfig) -> PoolingAllocationConfig {
 /// The contract versions a module can be built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Contract {
+    /// `sluice:transform@1.1.0`: 1.0.0 and `emit-framed`.
+    V1_1,
     /// `sluice:transform@1.0.0`.
-    V1,
+    V1_0,
     /// `sluice:transform@0.1.0`, the skeleton's.
     V0_1,
 }
@@ -346,7 +348,8 @@ impl Contract {
     /// The contract's package version.
     pub fn version(self) -> &'static str {
         match self {
-            Contract::V1 => "1.0.0",
+            Contract::V1_1 => "1.1.0",
+            Contract::V1_0 => "1.0.0",
             Contract::V0_1 => "0.1.0",
         }
     }
@@ -362,8 +365,11 @@ fn check_contract(
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
-    if exports.iter().any(|name| name == contract::V1_EXPORT) {
-        return Ok(Contract::V1);
+    if exports.iter().any(|name| name == contract::V1_1_EXPORT) {
+        return Ok(Contract::V1_1);
+    }
+    if exports.iter().any(|name| name == contract::V1_0_EXPORT) {
+        return Ok(Contract::V1_0);
     }
     if exports.iter().any(|name| name == contract::V0_1_EXPORT) {
         return Ok(Contract::V0_1);

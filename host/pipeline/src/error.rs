@@ -50,6 +50,18 @@ pub enum PipelineError {
         /// The registry's error.
         source: Box<sluice_registry::RegistryError>,
     },
+    /// The module framed records with its own schema and the pipeline has no registry.
+    #[error(
+        "Pipeline {pipeline} stopped at table {table} version {version}: the module framed records with its own schema (emit-framed), and the pipeline has no schema registry to register it in. Add [sink.schema_registry] with its url to the pipeline's config and start it again: it resumes at that version."
+    )]
+    NoRegistry {
+        /// The pipeline's name.
+        pipeline: String,
+        /// The table.
+        table: String,
+        /// The Delta version of the batch whose records were framed.
+        version: u64,
+    },
     /// Kafka refused or lost records.
     #[error(transparent)]
     Sink(#[from] SinkError),

@@ -205,13 +205,19 @@ impl<'a> SchemaLookup<'a> {
         bytes: &[u8],
         topic: Option<&str>,
     ) {
-        let Some(encoding) = self.encoding else {
-            return;
-        };
-        let protobuf = encoding.format.protobuf.as_deref();
+        let protobuf = self.encoding.and_then(|e| e.format.protobuf.as_deref());
         line[field] = match sluice_encoding::decode(schema, bytes, protobuf) {
             Ok(decoded) => decoded,
             Err(e) => json!({ "undecodable": e }),
+        };
+        // Without a config only a module's own schema frames anything.
+        let Some(encoding) = self.encoding else {
+            line[format!("{field}_schema")] = json!({
+                "type": schema.kind.registry_name(),
+                "name": schema.name,
+                "registry": "none configured",
+            });
+            return;
         };
         let topic = topic.unwrap_or(&encoding.topic);
         let subject = encoding.strategy.subject(topic, field == "key", schema);

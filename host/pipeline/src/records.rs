@@ -75,7 +75,16 @@ impl RecordBuilder {
         version: u64,
     ) -> Result<Vec<SinkRecord>, PipelineError> {
         let Some(ids) = &self.schema_ids else {
-            return Ok(records);
+            // Only a module's own framing gets here: the helpers' needs a registry in
+            // the config.
+            return match framed.is_empty() {
+                true => Ok(records),
+                false => Err(PipelineError::NoRegistry {
+                    pipeline: self.pipeline.clone(),
+                    table: self.table.clone(),
+                    version,
+                }),
+            };
         };
         ids.frame(records, framed)
             .await

@@ -68,6 +68,11 @@ impl SchemaIds {
                     if seen {
                         continue;
                     }
+                    if schema.name.is_empty() && self.strategy != SubjectStrategy::Topic {
+                        return Err(RegistryError::Unnamed {
+                            kind: schema.kind.registry_name(),
+                        });
+                    }
                     let topic = record.topic.as_deref().unwrap_or(&self.topic);
                     let subject = self.strategy.subject(topic, is_key, schema);
                     let Some(id) = self.id(subject, schema, ask)? else {

@@ -87,6 +87,15 @@ pub enum RegistryError {
         /// The registry's message.
         message: String,
     },
+    /// A schema a module framed its own bytes with names no record, and the subject
+    /// strategy names subjects after records.
+    #[error(
+        "The {kind} schema the module framed its records with names no record, and [sink.encoding] subject_name_strategy names subjects after records. Name it (an Avro named type, a JSON Schema's title, or the name the module gives with the schema), or use subject_name_strategy = \"topic\"."
+    )]
+    Unnamed {
+        /// The schema's kind, as the registry names it.
+        kind: &'static str,
+    },
 }
 
 impl RegistryError {

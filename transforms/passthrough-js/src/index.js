@@ -3,9 +3,10 @@
 // by one, so it shows the SDK's row API.
 //
 // Parameter `deletes_topic`: when set, delete rows go to that topic instead of the
-// pipeline's.
+// pipeline's. Parameter `json_schema`: when set (a JSON Schema's text), the values are
+// framed with it: the host registers it and writes Confluent's wire format.
 
-import { ChangeType, exportTransform } from '@sluice/transform';
+import { ChangeType, exportTransform, jsonSchema } from '@sluice/transform';
 
 // Delta `long` columns arrive as bigints, which JSON.stringify refuses.
 const replacer = (_name, value) => (typeof value === 'bigint' ? value.toString() : value);
@@ -13,6 +14,8 @@ const replacer = (_name, value) => (typeof value === 'bigint' ? value.toString()
 class Passthrough {
   init(params) {
     this.deletesTopic = params.get('deletes_topic');
+    const schema = params.get('json_schema');
+    this.framing = schema ? { value: jsonSchema(schema) } : undefined;
   }
 
   transform(batch, out) {
@@ -24,7 +27,9 @@ class Passthrough {
         _commit_timestamp: new Date(Number(row.commitTimestamp / 1000n)).toISOString(),
       };
       const topic = row.changeType === ChangeType.Delete ? this.deletesTopic : undefined;
-      out.emit(row, { value: JSON.stringify(value, replacer), topic });
+      const record = { value: JSON.stringify(value, replacer), topic };
+      if (this.framing) out.emitFramed(row, this.framing, record);
+      else out.emit(row, record);
     }
   }
 }

@@ -2,19 +2,26 @@
 //! table's change feed and for tests that compare it with the table's files.
 //!
 //! Parameter `deletes_topic`: when set, delete rows go to that topic instead of the
-//! pipeline's.
+//! pipeline's. Parameter `json_schema`: when set (a JSON Schema's text), the values are
+//! framed with it: the host registers it and writes Confluent's wire format.
 
-use sluice_transform::{Batch, ChangeType, Error, Output, Params, Record, Transform};
+use sluice_transform::{
+    Batch, ChangeType, Error, Framing, Output, OwnSchema, Params, Record, Transform,
+};
 
 /// The pass-through transform.
 pub struct Passthrough {
     deletes_topic: Option<String>,
+    framing: Option<Framing>,
 }
 
 impl Transform for Passthrough {
     fn init(params: &Params) -> Result<Self, String> {
         Ok(Passthrough {
             deletes_topic: params.get("deletes_topic").map(str::to_string),
+            framing: params
+                .get("json_schema")
+                .map(|schema| Framing::value(OwnSchema::json_schema(schema))),
         })
     }
 
@@ -26,7 +33,10 @@ impl Transform for Passthrough {
             {
                 record = record.topic(topic);
             }
-            out.emit(&row, record);
+            match &self.framing {
+                Some(framing) => out.emit_framed(&row, framing, record),
+                None => out.emit(&row, record),
+            }
         }
         Ok(())
     }

@@ -84,11 +84,12 @@ impl Handle {
             .map_err(Error::Batch)
     }
 
-    pub(crate) fn emit_packed(&self, packed: sluice_model::PackedRecords) {
+    /// Hands a run of records to the host: framed by it when the run has a framing.
+    pub(crate) fn emit_run(&self, (packed, framing): crate::output::Run) {
         if packed.is_empty() {
             return;
         }
-        self.batch.emit_packed(&wit::PackedRecords {
+        let packed = wit::PackedRecords {
             data: packed.data,
             source_rows: packed.source_rows,
             key_lengths: packed.key_lengths,
@@ -100,7 +101,17 @@ impl Handle {
             header_counts: packed.header_counts,
             header_name_indexes: packed.header_name_indexes,
             header_value_lengths: packed.header_value_lengths,
-        });
+        };
+        match framing {
+            None => self.batch.emit_packed(&packed),
+            Some(framing) => self.batch.emit_framed(
+                &packed,
+                &wit::Framing {
+                    key: framing.key_schema().map(own_schema),
+                    value: framing.value_schema().map(own_schema),
+                },
+            ),
+        }
     }
 
     fn reject(&self, row: u32, message: &str) {
@@ -150,8 +161,10 @@ pub fn transform<T: Transform>(
     let mut out = Output::for_guest();
     let result = transform.transform(&batch, &mut out);
     let handle = batch.guest().expect("a guest batch has a handle");
-    let (packed, rejected) = out.into_parts();
-    handle.emit_packed(packed);
+    let (runs, rejected) = out.into_parts();
+    for run in runs {
+        handle.emit_run(run);
+    }
     for (row, message) in &rejected {
         handle.reject(*row, message);
     }
@@ -174,6 +187,18 @@ pub(crate) fn log(level: Level, message: &str) {
         host::log(level, message);
     } else {
         eprintln!("[{level:?}] {message}");
+    }
+}
+
+fn own_schema(schema: &crate::OwnSchema) -> wit::OwnSchema {
+    wit::OwnSchema {
+        kind: match schema.kind {
+            crate::SchemaKind::Avro => wit::SchemaKind::Avro,
+            crate::SchemaKind::JsonSchema => wit::SchemaKind::JsonSchema,
+            crate::SchemaKind::Protobuf => wit::SchemaKind::Protobuf,
+        },
+        text: schema.text.clone(),
+        name: schema.name.clone(),
     }
 }
 

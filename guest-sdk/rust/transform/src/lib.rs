@@ -33,12 +33,17 @@
 //! - host helpers ([`Batch::select_change_types`], [`Output::encode`]): the host does
 //!   the work natively and nothing is decoded in the guest.
 //!
+//! Records are bytes the module makes ([`Output::emit`]), bytes it encodes with its own
+//! Avro, JSON Schema or Protobuf schema for the host to register and frame
+//! ([`Output::emit_framed`]), or records the host encodes ([`Output::encode`]).
+//!
 //! The crate builds natively too, so transforms unit-test with plain `cargo test`:
 //! build a [`Batch`] with [`BatchBuilder`], call your `transform`, read
 //! [`Output::records`]. Natively the helpers run the host's own implementation and
 //! [`log`] writes to stderr.
 
 mod batch;
+mod framing;
 #[doc(hidden)]
 pub mod guest;
 pub mod log;
@@ -47,6 +52,7 @@ mod params;
 
 pub use arrow_array;
 pub use batch::{Batch, BatchBuilder, Row};
+pub use framing::{Framing, OwnSchema, SchemaKind};
 pub use output::{Error, Output};
 pub use params::Params;
 pub use sluice_model::helpers::{
