@@ -1,5 +1,6 @@
 //! The contract's version handshake and sandbox, and its three input paths, through
-//! `sluice preview` (no Kafka): modules built for the skeleton's contract still run,
+//! `sluice preview` (no Kafka): modules built for 1.0.0 and for the skeleton's contract
+//! still run, bytes a module frames with its own schema are checked,
 //! unknown versions, foreign components, WASI-hungry modules, core modules and random
 //! bytes are refused with their own message, and the Arrow, typed and helper paths
 //! (the last one also from Python) make identical records.
@@ -65,13 +66,80 @@ fn a_module_built_for_the_skeletons_contract_still_runs() {
 }
 
 #[test]
+fn a_module_built_for_contract_1_0_runs_beside_1_1_modules() {
+    let work = tempfile::tempdir().unwrap();
+    let table = small_table(work.path());
+    let old = preview_ok(
+        &table,
+        &transform_component("misbehaving/contract-1-0"),
+        &[],
+    );
+    let records: Vec<serde_json::Value> = old
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 10, "{old}");
+    for (i, record) in records.iter().enumerate() {
+        let row = i % 5;
+        assert_eq!(record["key"], format!("deal-{row:04}"));
+        assert_eq!(record["row"], row);
+        let value = match i < 5 {
+            true => "ChangeType::Insert".to_string(),
+            false => format!("{{\"id\":\"deal-{row:04}\"}}"),
+        };
+        assert_eq!(record["value"], value);
+    }
+    // A 1.1 module in the same host (the same process) frames its own bytes.
+    let new = preview_ok(&table, &transform_component("own-schema"), &[]);
+    let first: serde_json::Value = serde_json::from_str(new.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        first["value"],
+        serde_json::json!({"documentId": "deal-0000", "change": "insert", "version": 0})
+    );
+    assert_eq!(first["value_schema"]["type"], "AVRO");
+    assert_eq!(first["value_schema"]["name"], "crm.Change");
+}
+
+#[test]
+fn bytes_that_do_not_decode_with_the_modules_own_schema_fail_the_batch() {
+    let work = tempfile::tempdir().unwrap();
+    let table = small_table(work.path());
+    let module = transform_component("own-schema");
+    for format in ["avro", "protobuf", "json-schema"] {
+        let output = preview(
+            &table,
+            &module,
+            &[
+                "--param",
+                &format!("format={format}"),
+                "--param",
+                "corrupt_row=3",
+            ],
+        );
+        assert!(!output.status.success(), "{format}: preview succeeded");
+        let err = String::from_utf8_lossy(&output.stderr);
+        let kind = match format {
+            "avro" => "AVRO",
+            "protobuf" => "PROTOBUF",
+            _ => "JSON",
+        };
+        assert!(
+            err.contains(&format!(
+                "record 3 of an emit-framed call (row 3): its value does not decode with its {kind} schema"
+            )),
+            "{format}: {err}"
+        );
+    }
+}
+
+#[test]
 fn modules_the_host_cannot_run_are_refused_with_their_reason() {
     let work = tempfile::tempdir().unwrap();
     let table = small_table(work.path());
 
     let err = preview_err(&table, &transform_component("misbehaving/future-contract"));
     assert!(
-        err.contains("was built for contract sluice:transform/transformer@9.0.0, which this host does not support; it supports sluice:transform/transformer@1.0.0, sluice:transform/transformer@0.1.0"),
+        err.contains("was built for contract sluice:transform/transformer@9.0.0, which this host does not support; it supports sluice:transform/transformer@1.1.0, sluice:transform/transformer@1.0.0, sluice:transform/transformer@0.1.0"),
         "{err}"
     );
 

@@ -671,3 +671,163 @@ fn a_registry_over_https_takes_basic_credentials_and_bearer_tokens() {
     );
     assert!(log.contains("ca_location"), "{log}");
 }
+
+/// The table's change rows as the plain pass-through sees them: (documentId, change
+/// type, commit version) in feed order.
+fn change_rows(table: &Path) -> Vec<(String, String, u64)> {
+    preview_values(table, "passthrough", &[])
+        .into_iter()
+        .map(|value| {
+            let value = value.expect("pass-through values are never tombstones");
+            (
+                value["documentId"].as_str().unwrap().to_string(),
+                value["_change_type"].as_str().unwrap().to_string(),
+                value["_commit_version"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The values `module` makes of `table` in `sluice preview` (plain bytes, parsed as JSON).
+fn preview_values(table: &Path, module: &str, args: &[&str]) -> Vec<Option<Value>> {
+    let output = std::process::Command::new(sluice_binary())
+        .args(["preview", "--table"])
+        .arg(table)
+        .arg("--module")
+        .arg(transform_component(module))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let line: Value = serde_json::from_str(line).unwrap();
+            line["value"]
+                .as_str()
+                .map(|text| without_nulls(serde_json::from_str(text).unwrap()))
+        })
+        .collect()
+}
+
+/// `value` with its null fields left out, as the registry consumer prints values.
+fn without_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, without_nulls(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// Decoded `key<TAB>value` lines as (key, value), tombstones as `None`.
+fn decoded_pairs(lines: Vec<String>) -> Vec<(String, Option<Value>)> {
+    lines
+        .into_iter()
+        .map(|line| {
+            let (key, value) = line.split_once('\t').unwrap();
+            let value = (value != "<tombstone>").then(|| serde_json::from_str(value).unwrap());
+            (key.to_string(), value)
+        })
+        .collect()
+}
+
+#[test]
+fn bytes_a_module_encodes_with_its_own_schema_are_framed_with_the_registered_id() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let rows = change_rows(&table);
+    let registry = format!("[sink.schema_registry]\nurl = \"{}\"\n", registry_url());
+    let proto = repo_root().join("tests/data/schemas/own-change.proto");
+    for format in ["avro", "protobuf", "json-schema"] {
+        let topic = unique_topic(&format!("own-{format}"));
+        let files = pipeline(
+            &table,
+            "own-schema",
+            &topic,
+            &registry,
+            &format!("format = \"{format}\""),
+        );
+        run_to_latest(&files.config);
+        let flags = match format {
+            "avro" => vec!["--avro-keys"],
+            "protobuf" => vec![
+                "--proto",
+                proto.to_str().unwrap(),
+                "--message",
+                "crm.Change",
+            ],
+            _ => Vec::new(),
+        };
+        let expected: Vec<(String, Option<Value>)> = rows
+            .iter()
+            .map(|(id, change, version)| {
+                let mut value = serde_json::json!({"documentId": id, "change": change});
+                // Protobuf's JSON mapping writes int64 as text and leaves out zero.
+                match (format, version) {
+                    ("protobuf", 0) => {}
+                    ("protobuf", v) => value["version"] = Value::String(v.to_string()),
+                    (_, v) => value["version"] = (*v).into(),
+                }
+                (id.clone(), (change != "delete").then_some(value))
+            })
+            .collect();
+        let got = decoded_pairs(registry_decoded(&topic, format, &flags));
+        assert_eq!(got, expected, "own-schema in {format}");
+        assert_eq!(versions(&format!("{topic}-value")), [1], "{format}");
+        if format == "avro" {
+            let key = registry_get(&format!("/subjects/{topic}-key/versions/latest"));
+            assert_eq!(key["schema"], "\"string\"");
+        }
+    }
+
+    // The pass-through in every SDK language frames the JSON it writes with a JSON
+    // Schema; Confluent's JSONDeserializer validates every value against it.
+    let schema = r#"{"$schema":"http://json-schema.org/draft-07/schema#","title":"crm.Change","type":"object","properties":{"_change_type":{"enum":["insert","update_preimage","update_postimage","delete"]}},"required":["_change_type","_commit_version"]}"#;
+    for module in [
+        "passthrough",
+        "passthrough-js",
+        "passthrough-python",
+        "passthrough-c",
+    ] {
+        let topic = unique_topic(&format!("own-{module}"));
+        let params = format!("json_schema = '{schema}'");
+        let files = pipeline(&table, module, &topic, &registry, &params);
+        run_to_latest(&files.config);
+        let expected: Vec<(String, Option<Value>)> = preview_values(&table, module, &[])
+            .into_iter()
+            .map(|value| ("<no key>".to_string(), value))
+            .collect();
+        let got = decoded_pairs(registry_decoded(&topic, "json-schema", &[]));
+        assert_eq!(got, expected, "{module}");
+        let registered = registry_get(&format!("/subjects/{topic}-value/versions/latest"));
+        assert_eq!(registered["schemaType"], "JSON", "{module}");
+        assert_eq!(
+            serde_json::from_str::<Value>(registered["schema"].as_str().unwrap()).unwrap(),
+            serde_json::from_str::<Value>(schema).unwrap(),
+            "{module}"
+        );
+    }
+
+    // Without a registry there is nowhere to register the schema: the pipeline stops at
+    // the first batch, having produced nothing.
+    let topic = unique_topic("own-no-registry");
+    create_topic(&kafka_bootstrap(), &topic, 1);
+    let files = pipeline(&table, "own-schema", &topic, "", "");
+    let err = run_expecting_failure(&files.config);
+    assert!(
+        err.contains("the module framed records with its own schema (emit-framed), and the pipeline has no schema registry"),
+        "{err}"
+    );
+    assert!(consume_all(&topic).is_empty());
+}

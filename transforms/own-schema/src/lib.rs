@@ -10,6 +10,9 @@
 //!   text;
 //! - `json-schema`: the value as JSON text described by [`DEAL_JSON_SCHEMA`], the key
 //!   text.
+//!
+//! Parameter `corrupt_row` (a row index): that row's value is cut short, to show what
+//! the host does with bytes that do not decode with their schema.
 
 use sluice_transform::{
     Batch, ChangeType, Error, Framing, Output, OwnSchema, Params, Record, Transform,
@@ -21,17 +24,9 @@ pub const DEAL_AVSC: &str = r#"{"type":"record","name":"Change","namespace":"crm
   {"name":"change","type":{"type":"enum","name":"ChangeType","symbols":["insert","update_preimage","update_postimage","delete"]}},
   {"name":"version","type":"long"}]}"#;
 
-/// The values' `.proto` file: the first message is a decoy, so the message indexes
-/// matter.
-pub const CHANGE_PROTO: &str = r#"syntax = "proto3";
-package crm;
-message Unused { string nothing = 1; }
-message Change {
-  string documentId = 1;
-  string change = 2;
-  int64 version = 3;
-}
-"#;
+/// The values' `.proto` file (also read by the tests' Protobuf consumer): its first
+/// message is a decoy, so the message indexes matter.
+pub const CHANGE_PROTO: &str = include_str!("../../../tests/data/schemas/own-change.proto");
 
 /// The values' JSON Schema.
 pub const DEAL_JSON_SCHEMA: &str = r#"{"$schema":"http://json-schema.org/draft-07/schema#",
@@ -53,6 +48,7 @@ enum Format {
 pub struct OwnSchemaTransform {
     format: Format,
     framing: Framing,
+    corrupt_row: Option<u32>,
 }
 
 impl Transform for OwnSchemaTransform {
@@ -79,7 +75,18 @@ impl Transform for OwnSchemaTransform {
                 ));
             }
         };
-        Ok(OwnSchemaTransform { format, framing })
+        let corrupt_row = match params.get("corrupt_row") {
+            Some(row) => Some(
+                row.parse()
+                    .map_err(|_| format!("Parameter corrupt_row is `{row}`, not a row index."))?,
+            ),
+            None => None,
+        };
+        Ok(OwnSchemaTransform {
+            format,
+            framing,
+            corrupt_row,
+        })
     }
 
     fn transform(&mut self, batch: &Batch, out: &mut Output) -> Result<(), Error> {
@@ -99,11 +106,15 @@ impl Transform for OwnSchemaTransform {
                 record = record.key(key);
             }
             if change != ChangeType::Delete {
-                record = record.value(match self.format {
+                let mut value = match self.format {
                     Format::Avro => avro_value(id, change, version),
                     Format::Protobuf => protobuf_value(id, change, version),
                     Format::JsonSchema => json_value(id, change, version),
-                });
+                };
+                if self.corrupt_row == Some(row.index()) {
+                    value.truncate(value.len() / 2);
+                }
+                record = record.value(value);
             }
             out.emit_framed(&row, &self.framing, record);
         }
