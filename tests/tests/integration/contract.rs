@@ -31,6 +31,14 @@ fn preview_ok(table: &Path, module: &Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
+/// The preview's records, one JSON object each.
+fn preview_records(table: &Path, module: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+    preview_ok(table, module, args)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn preview_err(table: &Path, module: &Path) -> String {
     let output = preview(table, module, &[]);
     assert!(!output.status.success(), "preview succeeded");
@@ -47,15 +55,11 @@ fn small_table(dir: &Path) -> std::path::PathBuf {
 fn a_module_built_for_the_skeletons_contract_still_runs() {
     let work = tempfile::tempdir().unwrap();
     let table = small_table(work.path());
-    let lines = preview_ok(
+    let records = preview_records(
         &table,
         &transform_component("misbehaving/legacy-contract"),
         &[],
     );
-    let records: Vec<serde_json::Value> = lines
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert_eq!(records.len(), 5);
     for (i, record) in records.iter().enumerate() {
         assert_eq!(record["key"], format!("deal-{i:04}"));
@@ -69,16 +73,12 @@ fn a_module_built_for_the_skeletons_contract_still_runs() {
 fn a_module_built_for_contract_1_0_runs_beside_1_1_modules() {
     let work = tempfile::tempdir().unwrap();
     let table = small_table(work.path());
-    let old = preview_ok(
+    let records = preview_records(
         &table,
         &transform_component("misbehaving/contract-1-0"),
         &[],
     );
-    let records: Vec<serde_json::Value> = old
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(records.len(), 10, "{old}");
+    assert_eq!(records.len(), 10, "{records:?}");
     for (i, record) in records.iter().enumerate() {
         let row = i % 5;
         assert_eq!(record["key"], format!("deal-{row:04}"));
@@ -90,8 +90,8 @@ fn a_module_built_for_contract_1_0_runs_beside_1_1_modules() {
         assert_eq!(record["value"], value);
     }
     // A 1.1 module in the same host (the same process) frames its own bytes.
-    let new = preview_ok(&table, &transform_component("own-schema"), &[]);
-    let first: serde_json::Value = serde_json::from_str(new.lines().next().unwrap()).unwrap();
+    let new = preview_records(&table, &transform_component("own-schema"), &[]);
+    let first = &new[0];
     assert_eq!(
         first["value"],
         serde_json::json!({"documentId": "deal-0000", "change": "insert", "version": 0})
