@@ -15,7 +15,10 @@
 //!   installed.
 //!
 //! Then the pass-through transform in each language, which reads every value of every
-//! row itself: what row-by-row code costs in each guest language.
+//! row itself: what row-by-row code costs in each guest language. Last, bytes a module
+//! encodes itself with its own schema (`emit-framed`): the Rust pass-through's JSON
+//! framed with a JSON Schema (the cost of the host's check and frame against `rust
+//! rows`), and `own-schema`'s hand-encoded JSON, Avro and Protobuf.
 //!
 //! Each guest timing covers everything a pipeline pays per batch: the host's
 //! conversion, the call, the guest's decoding and work, and unpacking the records.
@@ -120,6 +123,26 @@ fn main() -> anyhow::Result<()> {
         });
         let baseline = *rust_rows.get_or_insert(timing.0);
         report(path, rows, timing, baseline);
+    }
+
+    println!();
+    println!(
+        "bytes the module encodes itself, checked and framed by the host (emit-framed); vs rust rows"
+    );
+    let schema = r#"{"type":"object","title":"Change","required":["_change_type"]}"#;
+    let param = |name: &str, value: &str| vec![(name.to_string(), value.to_string())];
+    for (path, name, params) in [
+        ("rust rows framed", "passthrough", param("json_schema", schema)),
+        ("own json-schema", "own-schema", param("format", "json-schema")),
+        ("own avro", "own-schema", param("format", "avro")),
+        ("own protobuf", "own-schema", param("format", "protobuf")),
+    ] {
+        let module = engine.load(&build(name)?)?;
+        let mut instance = module.instantiate(&params, Arc::default())?;
+        let timing = measure(iterations, || {
+            instance.transform(&batch).expect("transform").records.len()
+        });
+        report(path, rows, timing, rust_rows.unwrap_or(timing.0));
     }
     Ok(())
 }
