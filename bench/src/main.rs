@@ -132,8 +132,16 @@ fn main() -> anyhow::Result<()> {
     let schema = r#"{"type":"object","title":"Change","required":["_change_type"]}"#;
     let param = |name: &str, value: &str| vec![(name.to_string(), value.to_string())];
     for (path, name, params) in [
-        ("rust rows framed", "passthrough", param("json_schema", schema)),
-        ("own json-schema", "own-schema", param("format", "json-schema")),
+        (
+            "rust rows framed",
+            "passthrough",
+            param("json_schema", schema),
+        ),
+        (
+            "own json-schema",
+            "own-schema",
+            param("format", "json-schema"),
+        ),
         ("own avro", "own-schema", param("format", "avro")),
         ("own protobuf", "own-schema", param("format", "protobuf")),
     ] {

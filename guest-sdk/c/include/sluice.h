@@ -168,7 +168,8 @@ typedef struct {
 /** Emits `record` (contract 1.1), whose key or value the module encoded with
  * `framing`'s schemas: the host registers them in the pipeline's schema registry,
  * checks the bytes decode with them and writes Confluent's wire format header before
- * them. `framing` is copied. */
+ * them. `framing` is copied; a framing seen again (the same pointers) is recognised
+ * without comparing texts, so point at a new text rather than rewriting one in place. */
 void sluice_emit_framed(sluice_output *out, uint32_t row, const sluice_framing *framing,
                         const sluice_record *record);
 

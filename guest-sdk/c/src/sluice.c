@@ -407,6 +407,9 @@ struct sluice_output {
   /* The framing of the packed records (copies): records cross in runs of one. */
   bool framed, has_key_schema, has_value_schema;
   sluice_schema key_schema, value_schema;
+  /* The caller's framing, so the same one is recognised without comparing texts. */
+  sluice_framing given;
+  sluice_schema given_key, given_value;
 };
 
 /* The index of `name` in `names`, added when new. */
@@ -442,9 +445,17 @@ static bool same_schema(bool has, const sluice_schema *kept, const sluice_schema
          same_text(kept->name, given->name);
 }
 
+static bool same_pointers(const sluice_schema *kept_given, const sluice_schema *given) {
+  if (!given) return false;
+  return kept_given->kind == given->kind && kept_given->text == given->text &&
+         kept_given->name == given->name;
+}
+
 static void keep_schema(sluice_schema *kept, const sluice_schema *given) {
   kept->kind = given->kind;
-  kept->text = copy_text((const uint8_t *)given->text, strlen(given->text));
+  /* A NULL text is sent empty: the host refuses it as a schema that does not parse. */
+  const char *text = given->text ? given->text : "";
+  kept->text = copy_text((const uint8_t *)text, strlen(text));
   kept->name = given->name ? copy_text((const uint8_t *)given->name, strlen(given->name)) : NULL;
 }
 
@@ -475,8 +486,17 @@ void sluice_emit(sluice_output *out, uint32_t row, const sluice_record *record) 
 
 void sluice_emit_framed(sluice_output *out, uint32_t row, const sluice_framing *framing,
                         const sluice_record *record) {
-  bool same = out->framed && same_schema(out->has_key_schema, &out->key_schema, framing->key) &&
-              same_schema(out->has_value_schema, &out->value_schema, framing->value);
+  /* The caller's own framing (pointers and texts unchanged) first: no text compared. */
+  bool same =
+      out->framed &&
+      ((framing->key == out->given.key && framing->value == out->given.value &&
+        (!framing->key || same_pointers(&out->given_key, framing->key)) &&
+        (!framing->value || same_pointers(&out->given_value, framing->value))) ||
+       (same_schema(out->has_key_schema, &out->key_schema, framing->key) &&
+        same_schema(out->has_value_schema, &out->value_schema, framing->value)));
+  out->given = *framing;
+  if (framing->key) out->given_key = *framing->key;
+  if (framing->value) out->given_value = *framing->value;
   if (!same) {
     flush(out);
     unframe(out);

@@ -179,5 +179,5 @@ def protobuf_schema(text: str, message: Optional[str] = None) -> OwnSchema:
 class Framing:
     """What `out.emit_framed` frames: keys, values or both, each with its schema."""
 
-    value: Optional[OwnSchema] = None
     key: Optional[OwnSchema] = None
+    value: Optional[OwnSchema] = None

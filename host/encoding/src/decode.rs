@@ -26,12 +26,14 @@ pub fn decode(
         SchemaKind::Avro => {
             let parsed: Json = serde_json::from_str(&schema.text)
                 .map_err(|e| format!("the Avro schema is not JSON: {e}"))?;
-            read_avro(&parsed, payload)
+            AvroSchema::new(parsed).read(payload)
         }
         SchemaKind::Protobuf => {
             let message = skip_message_indexes(payload)?;
             match protobuf {
-                Some(own) if own.text == schema.text => read_protobuf(own, message),
+                Some(own) if own.text == schema.text && own.message.full_name() == schema.name => {
+                    read_protobuf(own, message)
+                }
                 // A module's own .proto: compiled from the text it registers.
                 _ => read_protobuf(
                     &ProtobufSchema::from_text(&schema.text, Some(&schema.name))?,
@@ -43,21 +45,58 @@ pub fn decode(
 }
 
 /// A JSON payload.
-pub(crate) fn read_json(payload: &[u8]) -> Result<Json, String> {
+fn read_json(payload: &[u8]) -> Result<Json, String> {
     serde_json::from_slice(payload).map_err(|e| format!("the value is not JSON: {e}"))
 }
 
-/// An Avro payload read by its parsed schema, every byte used.
-pub(crate) fn read_avro(schema: &Json, payload: &[u8]) -> Result<Json, String> {
-    let mut reader = AvroReader::new(payload);
-    reader.learn(schema, "");
-    let value = reader.read(schema, "")?;
-    match reader.at == payload.len() {
-        true => Ok(value),
-        false => Err(format!(
-            "{} bytes are left after the Avro value",
-            payload.len() - reader.at
-        )),
+/// Whether `payload` is JSON, without building it.
+pub(crate) fn check_json(payload: &[u8]) -> Result<(), String> {
+    serde_json::from_slice::<serde::de::IgnoredAny>(payload)
+        .map(drop)
+        .map_err(|e| format!("the value is not JSON: {e}"))
+}
+
+/// Whether `message` (after the message indexes) is a Protobuf message of `schema`.
+pub(crate) fn check_protobuf(schema: &ProtobufSchema, message: &[u8]) -> Result<(), String> {
+    DynamicMessage::decode(schema.message.clone(), message)
+        .map(drop)
+        .map_err(|e| format!("the value is not a {}: {e}", schema.message.full_name()))
+}
+
+/// An Avro schema with its named types learned, to read or check many payloads.
+#[derive(Debug)]
+pub(crate) struct AvroSchema {
+    schema: Json,
+    names: Names,
+}
+
+impl AvroSchema {
+    pub(crate) fn new(schema: Json) -> AvroSchema {
+        let mut names = Names::new();
+        learn(&mut names, &schema, "");
+        AvroSchema { schema, names }
+    }
+
+    /// `payload` as JSON, every byte used.
+    fn read(&self, payload: &[u8]) -> Result<Json, String> {
+        self.walk(payload, true)
+    }
+
+    /// Whether `payload` is a value of the schema, every byte used, without building it.
+    pub(crate) fn check(&self, payload: &[u8]) -> Result<(), String> {
+        self.walk(payload, false).map(drop)
+    }
+
+    fn walk(&self, payload: &[u8], build: bool) -> Result<Json, String> {
+        let mut reader = AvroReader::new(payload, &self.names, build);
+        let value = reader.read(&self.schema, "")?;
+        match reader.at == payload.len() {
+            true => Ok(value),
+            false => Err(format!(
+                "{} bytes are left after the Avro value",
+                payload.len() - reader.at
+            )),
+        }
     }
 }
 
@@ -76,7 +115,8 @@ pub(crate) fn read_protobuf(schema: &ProtobufSchema, message: &[u8]) -> Result<J
 /// The payload after Confluent's message indexes (a count, then that many indexes, all
 /// zig-zag varints; the single byte 0 for the first message).
 pub(crate) fn skip_message_indexes(payload: &[u8]) -> Result<&[u8], String> {
-    let mut reader = AvroReader::new(payload);
+    let names = Names::new();
+    let mut reader = AvroReader::new(payload, &names, false);
     let count = reader.long()?;
     for _ in 0..count {
         reader.long()?;
@@ -88,13 +128,62 @@ pub(crate) fn skip_message_indexes(payload: &[u8]) -> Result<&[u8], String> {
 /// otherwise recurse until the stack runs out.
 const MAX_DEPTH: usize = 64;
 
+/// Each named type by full name, with the namespace it was defined in.
+type Names = HashMap<String, (Json, String)>;
+
+/// Work allowed per payload byte, beyond a fixed allowance: items and fields of no
+/// bytes (nulls, empty records) could otherwise claim any amount of work.
+const WORK_PER_BYTE: u64 = 64;
+const WORK_ALLOWANCE: u64 = 65_536;
+
 /// Reads Avro binary by its schema.
 struct AvroReader<'a> {
     bytes: &'a [u8],
     at: usize,
-    /// Each named type by full name, with the namespace it was defined in.
-    names: HashMap<String, (Json, String)>,
+    names: &'a Names,
     depth: usize,
+    /// Whether values are built (`read`) or only walked (`check`).
+    build: bool,
+    /// Array and map items the rest of the payload may still hold.
+    items_left: u64,
+    /// Schema nodes the rest of the payload may still visit.
+    work_left: u64,
+}
+
+/// Remembers every named type `schema` defines, also those the bytes may never pass
+/// through (a null `before` defines the record `after` names).
+fn learn(names: &mut Names, schema: &Json, namespace: &str) {
+    match schema {
+        Json::Array(branches) => {
+            for branch in branches {
+                learn(names, branch, namespace);
+            }
+        }
+        Json::Object(object) => match object.get("type").and_then(Json::as_str) {
+            Some(kind @ ("record" | "enum" | "fixed")) => {
+                let (full, own) = full_and_namespace(object, namespace);
+                names.insert(full, (schema.clone(), namespace.to_string()));
+                if kind == "record" {
+                    let fields = object.get("fields").and_then(Json::as_array);
+                    for field in fields.into_iter().flatten() {
+                        learn(names, &field["type"], &own);
+                    }
+                }
+            }
+            Some("array") => {
+                if let Some(items) = object.get("items") {
+                    learn(names, items, namespace);
+                }
+            }
+            Some("map") => {
+                if let Some(values) = object.get("values") {
+                    learn(names, values, namespace);
+                }
+            }
+            _ => {}
+        },
+        _ => {}
+    }
 }
 
 /// A named type's full name and the namespace its own fields are in.
@@ -117,49 +206,24 @@ fn full_and_namespace(object: &Map<String, Json>, enclosing: &str) -> (String, S
 }
 
 impl<'a> AvroReader<'a> {
-    fn new(bytes: &'a [u8]) -> AvroReader<'a> {
+    fn new(bytes: &'a [u8], names: &'a Names, build: bool) -> AvroReader<'a> {
+        let len = bytes.len() as u64;
         AvroReader {
             bytes,
             at: 0,
-            names: HashMap::new(),
+            names,
             depth: 0,
+            build,
+            items_left: len + 1024,
+            work_left: len.saturating_mul(WORK_PER_BYTE) + WORK_ALLOWANCE,
         }
     }
 
-    /// Remembers every named type `schema` defines, also those the bytes may never
-    /// pass through (a null `before` defines the record `after` names).
-    fn learn(&mut self, schema: &Json, namespace: &str) {
-        match schema {
-            Json::Array(branches) => {
-                for branch in branches {
-                    self.learn(branch, namespace);
-                }
-            }
-            Json::Object(object) => match object.get("type").and_then(Json::as_str) {
-                Some(kind @ ("record" | "enum" | "fixed")) => {
-                    let (full, own) = full_and_namespace(object, namespace);
-                    self.names
-                        .insert(full, (schema.clone(), namespace.to_string()));
-                    if kind == "record" {
-                        let fields = object.get("fields").and_then(Json::as_array);
-                        for field in fields.into_iter().flatten() {
-                            self.learn(&field["type"], &own);
-                        }
-                    }
-                }
-                Some("array") => {
-                    if let Some(items) = object.get("items") {
-                        self.learn(items, namespace);
-                    }
-                }
-                Some("map") => {
-                    if let Some(values) = object.get("values") {
-                        self.learn(values, namespace);
-                    }
-                }
-                _ => {}
-            },
-            _ => {}
+    /// `make()` when values are built, else a placeholder.
+    fn value(&self, make: impl FnOnce() -> Json) -> Json {
+        match self.build {
+            true => make(),
+            false => Json::Null,
         }
     }
 
@@ -191,14 +255,18 @@ impl<'a> AvroReader<'a> {
         usize::try_from(self.long()?).map_err(|_| format!("a negative length at byte {}", self.at))
     }
 
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<&'a str, String> {
         let length = self.length()?;
-        let text = std::str::from_utf8(self.take(length)?)
-            .map_err(|e| format!("a string is not UTF-8: {e}"))?;
-        Ok(text.to_string())
+        std::str::from_utf8(self.take(length)?).map_err(|e| format!("a string is not UTF-8: {e}"))
     }
 
     fn read(&mut self, schema: &Json, namespace: &str) -> Result<Json, String> {
+        self.work_left = self.work_left.checked_sub(1).ok_or_else(|| {
+            format!(
+                "the value takes more work to read than its {} bytes allow (items or fields of no bytes)",
+                self.bytes.len()
+            )
+        })?;
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(format!("the schema nests deeper than {MAX_DEPTH} levels"));
@@ -231,25 +299,28 @@ impl<'a> AvroReader<'a> {
             "int" | "long" => Json::from(self.long()?),
             "float" => {
                 let bytes: [u8; 4] = self.take(4)?.try_into().unwrap_or_default();
-                rendered(&Value::Float(f64::from(f32::from_le_bytes(bytes))))
+                self.value(|| rendered(&Value::Float(f64::from(f32::from_le_bytes(bytes)))))
             }
             "double" => {
                 let bytes: [u8; 8] = self.take(8)?.try_into().unwrap_or_default();
-                rendered(&Value::Float(f64::from_le_bytes(bytes)))
+                self.value(|| rendered(&Value::Float(f64::from_le_bytes(bytes))))
             }
             "bytes" => {
                 let length = self.length()?;
-                rendered(&Value::Bytes(self.take(length)?))
+                let bytes = self.take(length)?;
+                self.value(|| rendered(&Value::Bytes(bytes)))
             }
-            "string" => Json::String(self.string()?),
+            "string" => {
+                let text = self.string()?;
+                self.value(|| Json::String(text.to_string()))
+            }
             reference => {
-                let (defined, defined_in) = self
-                    .names
+                let names = self.names;
+                let (defined, defined_in) = names
                     .get(&crate::format::full_name(namespace, reference))
-                    .or_else(|| self.names.get(reference))
-                    .cloned()
+                    .or_else(|| names.get(reference))
                     .ok_or_else(|| format!("the schema does not define the type {reference}"))?;
-                self.read(&defined, &defined_in)?
+                self.read(defined, defined_in)?
             }
         })
     }
@@ -264,6 +335,11 @@ impl<'a> AvroReader<'a> {
             .and_then(Json::as_str)
             .unwrap_or_default();
         let logical = object.get("logicalType").and_then(Json::as_str);
+        if !self.build && logical.is_some() {
+            // Checking needs the bytes' shape only: what the logical type renders
+            // (a decimal's width, a timestamp's range) is for people.
+            return self.read_structure(object, kind, namespace);
+        }
         let value = match (kind, logical) {
             ("int", Some("date")) => Value::Date(self.long()? as i32),
             ("long", Some("timestamp-micros")) => Value::Timestamp(self.long()?),
@@ -315,24 +391,26 @@ impl<'a> AvroReader<'a> {
                             .into_iter()
                             .flatten()
                         {
-                            let field_name = field["name"].as_str().unwrap_or_default();
-                            fields.insert(
-                                field_name.to_string(),
-                                self.read(&field["type"], namespace)?,
-                            );
+                            let value = self.read(&field["type"], namespace)?;
+                            if self.build {
+                                let field_name = field["name"].as_str().unwrap_or_default();
+                                fields.insert(field_name.to_string(), value);
+                            }
                         }
                         Ok(Json::Object(fields))
                     }
                     "enum" => {
                         let index = self.long()?;
-                        usize::try_from(index)
+                        let symbol = usize::try_from(index)
                             .ok()
-                            .and_then(|i| object.get("symbols")?.get(i).cloned())
-                            .ok_or_else(|| format!("enum symbol {index} is not in {name}"))
+                            .and_then(|i| object.get("symbols")?.get(i))
+                            .ok_or_else(|| format!("enum symbol {index} is not in {name}"))?;
+                        Ok(self.value(|| symbol.clone()))
                     }
                     _ => {
                         let size = object.get("size").and_then(Json::as_u64).unwrap_or(0);
-                        Ok(rendered(&Value::Bytes(self.take(size as usize)?)))
+                        let bytes = self.take(size as usize)?;
+                        Ok(self.value(|| rendered(&Value::Bytes(bytes))))
                     }
                 }
             }
@@ -340,7 +418,10 @@ impl<'a> AvroReader<'a> {
                 let mut items = Vec::new();
                 while let Some(count) = self.block()? {
                     for _ in 0..count {
-                        items.push(self.read(part(object, "items")?, namespace)?);
+                        let item = self.read(part(object, "items")?, namespace)?;
+                        if self.build {
+                            items.push(item);
+                        }
                     }
                 }
                 Ok(Json::Array(items))
@@ -350,7 +431,10 @@ impl<'a> AvroReader<'a> {
                 while let Some(count) = self.block()? {
                     for _ in 0..count {
                         let key = self.string()?;
-                        entries.insert(key, self.read(part(object, "values")?, namespace)?);
+                        let value = self.read(part(object, "values")?, namespace)?;
+                        if self.build {
+                            entries.insert(key.to_string(), value);
+                        }
                     }
                 }
                 Ok(Json::Object(entries))
@@ -369,15 +453,16 @@ impl<'a> AvroReader<'a> {
             // A negative count is followed by the block's size in bytes.
             self.long()?;
         }
-        // Items of no bytes (nulls, empty records) could claim any count.
-        let left = (self.bytes.len() - self.at) as u64;
-        if count.unsigned_abs() > left + 1024 {
-            return Err(format!(
-                "a block claims {} items with {left} bytes left",
-                count.unsigned_abs()
-            ));
-        }
-        Ok(Some(count.unsigned_abs()))
+        // Items of no bytes (nulls, empty records) could claim any count: the whole
+        // value holds at most a fixed allowance more items than it has bytes.
+        let count = count.unsigned_abs();
+        self.items_left = self.items_left.checked_sub(count).ok_or_else(|| {
+            format!(
+                "a block claims {count} items, more than the value's {} bytes can hold",
+                self.bytes.len()
+            )
+        })?;
+        Ok(Some(count))
     }
 
     /// A `timestamp-millis` long as microseconds.

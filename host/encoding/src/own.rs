@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
-use crate::decode::{read_avro, read_json, read_protobuf};
+use crate::decode::{AvroSchema, check_json, check_protobuf};
 use crate::framing::{FRAME_LEN, SchemaKind, WriterSchema};
 use crate::protobuf::ProtobufSchema;
 
@@ -22,7 +22,7 @@ pub struct OwnSchema {
 
 #[derive(Debug)]
 enum Reader {
-    Avro(Json),
+    Avro(Box<AvroSchema>),
     Json,
     Protobuf(Box<ProtobufSchema>),
 }
@@ -38,7 +38,7 @@ impl OwnSchema {
                 let json: Json = serde_json::from_str(text)
                     .map_err(|e| format!("the Avro schema is not JSON: {e}"))?;
                 let own_name = avro_name(&json);
-                (Reader::Avro(json), own_name)
+                (Reader::Avro(Box::new(AvroSchema::new(json))), own_name)
             }
             SchemaKind::Json => {
                 let json: Json = serde_json::from_str(text)
@@ -78,9 +78,9 @@ impl OwnSchema {
     /// `payload` with the header before it, once it decodes with the schema.
     pub fn frame(&self, payload: &[u8]) -> Result<Vec<u8>, String> {
         match &self.reader {
-            Reader::Avro(schema) => read_avro(schema, payload).map(drop),
-            Reader::Json => read_json(payload).map(drop),
-            Reader::Protobuf(schema) => read_protobuf(schema, payload).map(drop),
+            Reader::Avro(schema) => schema.check(payload),
+            Reader::Json => check_json(payload),
+            Reader::Protobuf(schema) => check_protobuf(schema, payload),
         }?;
         let mut framed = Vec::with_capacity(self.header.len() + payload.len());
         framed.extend_from_slice(&self.header);
@@ -180,6 +180,53 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("other.proto"), "{err}");
+        let deep = format!("{}{}", "message A { ".repeat(10_000), "}".repeat(10_000));
+        let err = OwnSchema::parse(SchemaKind::Protobuf, &deep, None).unwrap_err();
+        assert!(err.contains("nests 10000 levels deep; at most 64"), "{err}");
+        let quoted = r#"syntax = "proto3"; // {{{{ not nesting
+            message A { string x = 1 [json_name = "{{{{"]; /* {{{ */ map<string, int32> m = 2; }"#;
+        assert!(OwnSchema::parse(SchemaKind::Protobuf, quoted, None).is_ok());
+    }
+
+    #[test]
+    fn avro_values_of_no_bytes_cannot_claim_unbounded_items_or_work() {
+        let nulls =
+            OwnSchema::parse(SchemaKind::Avro, r#"{"type":"array","items":"null"}"#, None).unwrap();
+        // Blocks of 1,000 null items, again and again: each costs 3 bytes.
+        let mut payload = Vec::new();
+        for _ in 0..1000 {
+            payload.extend([0xd0, 0x0f]);
+        }
+        payload.push(0);
+        let err = nulls.frame(&payload).unwrap_err();
+        assert!(
+            err.contains("more than the value's 2001 bytes can hold"),
+            "{err}"
+        );
+        assert!(nulls.frame(&[0xd0, 0x0f, 0]).is_ok());
+
+        let wide: Vec<String> = (0..500)
+            .map(|i| format!(r#"{{"name":"f{i}","type":"null"}}"#))
+            .collect();
+        let empty_heavy = format!(
+            r#"{{"type":"array","items":{{"type":"record","name":"R","fields":[{}]}}}}"#,
+            wide.join(",")
+        );
+        let schema = OwnSchema::parse(SchemaKind::Avro, &empty_heavy, None).unwrap();
+        let err = schema.frame(&[0xd0, 0x0f, 0]).unwrap_err();
+        assert!(
+            err.contains("takes more work to read than its 3 bytes allow"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn checking_needs_only_the_shape_of_logical_types() {
+        let decimal = r#"{"type":"bytes","logicalType":"decimal","precision":40,"scale":2}"#;
+        let schema = OwnSchema::parse(SchemaKind::Avro, decimal, None).unwrap();
+        let mut wide = vec![40];
+        wide.extend([7; 20]);
+        assert!(schema.frame(&wide).is_ok());
     }
 
     #[test]

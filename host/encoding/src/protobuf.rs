@@ -66,6 +66,13 @@ impl ProtobufSchema {
     /// refused.
     pub fn from_text(text: &str, message: Option<&str>) -> Result<ProtobufSchema, String> {
         const NAME: &str = "module.proto";
+        // The parser recurses once per nesting level: bound it before parsing.
+        let depth = nesting_depth(text);
+        if depth > MAX_NESTING {
+            return Err(format!(
+                "the .proto text nests {depth} levels deep; at most {MAX_NESTING} are read"
+            ));
+        }
         let mut resolver = protox::file::ChainFileResolver::new();
         resolver.add(OneFile {
             file: protox::file::File::from_source(NAME, text)
@@ -126,6 +133,54 @@ impl ProtobufSchema {
         }
         out
     }
+}
+
+/// How deep braces may nest in `.proto` text a module supplies.
+const MAX_NESTING: usize = 64;
+
+/// The deepest nesting of braces (and the angle brackets of maps and option literals)
+/// in `.proto` text, strings and comments left out.
+fn nesting_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' | '<' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            '}' | '>' => depth = depth.saturating_sub(1),
+            '"' | '\'' => {
+                let mut escaped = false;
+                for inner in chars.by_ref() {
+                    match (escaped, inner) {
+                        (false, '\\') => escaped = true,
+                        (false, quote) if quote == c => break,
+                        _ => escaped = false,
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for inner in chars.by_ref() {
+                    if inner == '\n' {
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut star = false;
+                for inner in chars.by_ref() {
+                    if star && inner == '/' {
+                        break;
+                    }
+                    star = inner == '*';
+                }
+            }
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// `message` (a full name) of `file`, or its first message; `shown` names the file in

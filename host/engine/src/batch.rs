@@ -504,7 +504,7 @@ impl host::HostBatch for HostState {
             .sum();
         state.output.charge(EMIT_FRAMED, headers)?;
         for (index, record) in records.iter_mut().enumerate() {
-            if index % 1024 == 0 {
+            if index % 64 == 0 {
                 deadline.check(EMIT_FRAMED)?;
             }
             for (what, schema, bytes) in [
@@ -529,12 +529,29 @@ impl host::HostBatch for HostState {
         }
         let first = state.records.len();
         state.records.extend(records);
-        if key.is_some() || value.is_some() {
-            state.framed.push(Framed {
+        let key = key.map(|s| s.writer.clone());
+        let value = value.map(|s| s.writer.clone());
+        let same = |a: &Option<Arc<_>>, b: &Option<Arc<_>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        // A call that continues the last one's run with the same schemas extends its
+        // range, so the pipeline looks ids up once per run, not once per call.
+        match state.framed.last_mut() {
+            Some(last)
+                if last.records.end == first
+                    && same(&last.key, &key)
+                    && same(&last.value, &value) =>
+            {
+                last.records.end = state.records.len();
+            }
+            _ if first < state.records.len() => state.framed.push(Framed {
                 records: first..state.records.len(),
-                key: key.map(|s| s.writer.clone()),
-                value: value.map(|s| s.writer.clone()),
-            });
+                key,
+                value,
+            }),
+            _ => {}
         }
         Ok(())
     }

@@ -4,9 +4,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use sluice_encoding::{SchemaKind, WriterSchema};
+use sluice_encoding::{SchemaKind, SubjectStrategy, WriterSchema};
 use sluice_engine::TransformInstance;
-use sluice_registry::{HttpRegistry, Registration, RegistrySettings, SchemaRegistry};
+use sluice_registry::{
+    HttpRegistry, Registration, RegistryError, RegistrySettings, SchemaRegistry,
+};
 use sluice_source::{ChangeFeed, Position, SourceOptions};
 
 use crate::config::PipelineConfig;
@@ -212,14 +214,31 @@ fn check_schemas(
     let mut findings = Vec::new();
     // A range without records (every row filtered out) registers nothing.
     for framed in output.framed.iter().filter(|f| !f.records.is_empty()) {
-        let topic = output
+        // A module's own records may name topics of their own.
+        let mut topics: Vec<String> = Vec::new();
+        for record in output
             .records
-            .get(framed.records.start)
-            .and_then(|r| r.topic.clone())
-            .unwrap_or_else(|| config.sink.topic.clone());
-        for (is_key, schema) in [(true, &framed.key), (false, &framed.value)] {
+            .get(framed.records.clone())
+            .unwrap_or_default()
+        {
+            let topic = record.topic.as_ref().unwrap_or(&config.sink.topic);
+            if !topics.contains(topic) {
+                topics.push(topic.clone());
+            }
+        }
+        let pairs = topics.iter().flat_map(|topic| {
+            [(true, &framed.key), (false, &framed.value)].map(|(k, s)| (topic, k, s))
+        });
+        for (topic, is_key, schema) in pairs {
             let Some(schema) = schema else { continue };
-            let subject = strategy.subject(&topic, is_key, schema);
+            if schema.name.is_empty() && strategy != SubjectStrategy::Topic {
+                let unnamed = RegistryError::Unnamed {
+                    kind: schema.kind.registry_name(),
+                };
+                findings.push(Finding::problem("registry", unnamed));
+                continue;
+            }
+            let subject = strategy.subject(topic, is_key, schema);
             if seen.contains(&(subject.clone(), schema.text.clone())) {
                 continue;
             }

@@ -631,7 +631,10 @@ impl PipelineConfig {
         }
         // A supplied schema's record name (an .avsc's, a titled JSON Schema's) or a
         // Protobuf message names the record; otherwise record_name must.
-        let named = encoding.value == ValueFormat::Protobuf
+        // Without helpers' framing only a module's own schemas (named themselves) frame.
+        let helpers_frame = encoding.value != ValueFormat::Json || encoding.key == KeyFormat::Avro;
+        let named = !helpers_frame
+            || encoding.value == ValueFormat::Protobuf
             || encoding.supplied.as_ref().is_some_and(|s| s.name.is_some());
         if encoding.subject_name_strategy != SubjectStrategy::Topic
             && encoding.record_name.is_none()

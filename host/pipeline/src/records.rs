@@ -77,9 +77,14 @@ impl RecordBuilder {
         let Some(ids) = &self.schema_ids else {
             // Only a module's own framing gets here: the helpers' needs a registry in
             // the config.
-            return match framed.is_empty() {
-                true => Ok(records),
-                false => Err(PipelineError::NoRegistry {
+            let frames_anything = framed.iter().any(|f| {
+                records[f.records.clone()].iter().any(|r| {
+                    (f.key.is_some() && r.key.is_some()) || (f.value.is_some() && r.value.is_some())
+                })
+            });
+            return match frames_anything {
+                false => Ok(records),
+                true => Err(PipelineError::NoRegistry {
                     pipeline: self.pipeline.clone(),
                     table: self.table.clone(),
                     version,

@@ -12,6 +12,9 @@ use sluice_sink::SinkRecord;
 use crate::config::PipelineConfig;
 use crate::work::blocking_step;
 
+/// Most (subject, schema) ids a pipeline keeps; more are asked for again.
+const MAX_KNOWN: usize = 1024;
+
 /// A pipeline's registry, its subject naming and the ids it already has.
 pub(crate) struct SchemaIds {
     registry: Arc<dyn SchemaRegistry>,
@@ -141,10 +144,12 @@ impl SchemaIds {
             kind = schema.kind.registry_name(),
             "The schema registry gave the id of a schema the pipeline writes with."
         );
-        self.known
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(entry, id);
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        // A module may send a new schema with every batch: forget, don't grow.
+        if known.len() >= MAX_KNOWN {
+            known.clear();
+        }
+        known.insert(entry, id);
         Ok(Some(id))
     }
 }
@@ -157,21 +162,27 @@ mod tests {
     use super::*;
 
     fn config() -> PipelineConfig {
+        config_with_encoding("value = \"avro\"")
+    }
+
+    fn config_with_encoding(encoding: &str) -> PipelineConfig {
         PipelineConfig::parse(
-            r#"
-            [pipeline]
-            name = "gold"
-            [source]
-            table = "t"
-            [transform]
-            module = "m.wasm"
-            [sink]
-            topic = "deals"
-            [sink.encoding]
-            value = "avro"
-            [sink.schema_registry]
-            url = "http://127.0.0.1:1"
-            "#,
+            &format!(
+                r#"
+                [pipeline]
+                name = "gold"
+                [source]
+                table = "t"
+                [transform]
+                module = "m.wasm"
+                [sink]
+                topic = "deals"
+                [sink.encoding]
+                {encoding}
+                [sink.schema_registry]
+                url = "http://127.0.0.1:1"
+                "#
+            ),
             std::path::Path::new("/"),
         )
         .unwrap()
@@ -274,5 +285,34 @@ mod tests {
             matches!(&error, RegistryError::Incompatible { subject, level, .. } if subject == "deals-value" && level == "BACKWARD")
         );
         assert_eq!(registry.versions("deals-value"), [1]);
+    }
+
+    #[test]
+    fn a_modules_unnamed_schema_needs_the_topic_strategy() {
+        // value = "json": only the module frames, so record_name is not asked for.
+        let config = config_with_encoding("subject_name_strategy = \"record\"");
+        let registry = Arc::new(MemoryRegistry::new());
+        let ids = SchemaIds::new(registry.clone(), &config);
+        let unnamed = Arc::new(WriterSchema {
+            kind: SchemaKind::Json,
+            text: "{}".into(),
+            name: String::new(),
+        });
+        let mut records = vec![record(None, Some(&[0u8, 0, 0, 0, 0, b'1']))];
+        let framed = [Framed {
+            records: 0..1,
+            key: None,
+            value: Some(unnamed),
+        }];
+        let error = frame(&ids, &mut records, &framed).unwrap_err();
+        assert!(matches!(error, RegistryError::Unnamed { kind: "JSON" }));
+        assert_eq!(registry.registrations(), 0);
+        let named = [Framed {
+            records: 0..1,
+            key: None,
+            value: Some(schema("v1")),
+        }];
+        frame(&ids, &mut records, &named).unwrap();
+        assert_eq!(registry.versions("sluice.Value"), [1]);
     }
 }
