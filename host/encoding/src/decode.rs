@@ -188,21 +188,32 @@ fn learn(names: &mut Names, schema: &Json, namespace: &str) {
 
 /// A named type's full name and the namespace its own fields are in.
 fn full_and_namespace(object: &Map<String, Json>, enclosing: &str) -> (String, String) {
+    let namespace = own_namespace(object, enclosing);
     let name = object
         .get("name")
         .and_then(Json::as_str)
         .unwrap_or_default();
-    if let Some((namespace, _)) = name.rsplit_once('.') {
-        return (name.to_string(), namespace.to_string());
-    }
-    let namespace = object
-        .get("namespace")
+    let full = match name.contains('.') {
+        true => name.to_string(),
+        false => crate::format::full_name(namespace, name),
+    };
+    (full, namespace.to_string())
+}
+
+/// The namespace a named type's own fields are in, without allocating (read for every
+/// value).
+fn own_namespace<'b>(object: &'b Map<String, Json>, enclosing: &'b str) -> &'b str {
+    let name = object
+        .get("name")
         .and_then(Json::as_str)
-        .unwrap_or(enclosing);
-    (
-        crate::format::full_name(namespace, name),
-        namespace.to_string(),
-    )
+        .unwrap_or_default();
+    match name.rsplit_once('.') {
+        Some((namespace, _)) => namespace,
+        None => object
+            .get("namespace")
+            .and_then(Json::as_str)
+            .unwrap_or(enclosing),
+    }
 }
 
 impl<'a> AvroReader<'a> {
@@ -380,8 +391,7 @@ impl<'a> AvroReader<'a> {
                     .get("name")
                     .and_then(Json::as_str)
                     .unwrap_or_default();
-                let (_, own) = full_and_namespace(object, namespace);
-                let namespace = own.as_str();
+                let namespace = own_namespace(object, namespace);
                 match kind {
                     "record" => {
                         let mut fields = Map::new();
