@@ -23,6 +23,7 @@ import importlib.util
 import json
 import math
 import pathlib
+import re
 import sys
 import tempfile
 
@@ -56,6 +57,21 @@ def plain(value, keep_nulls):
     return value
 
 
+def imported_files(proto):
+    """`proto` and the files it imports from its folder, transitively (Protobuf's
+    well-known types come with protoc)."""
+    files, todo = [], [proto]
+    while todo:
+        path = todo.pop()
+        if path in files:
+            continue
+        files.append(path)
+        for name in re.findall(r'^\s*import\s+"([^"]+)"\s*;', path.read_text(), re.MULTILINE):
+            if not name.startswith("google/protobuf/"):
+                todo.append(proto.parent / name)
+    return files
+
+
 def protobuf_deserializer(proto, message):
     """Confluent's Protobuf deserializer for `message` of the .proto file `proto`,
     whose values come out as dicts under the .proto's field names."""
@@ -65,10 +81,13 @@ def protobuf_deserializer(proto, message):
 
     proto = pathlib.Path(proto).resolve()
     out = tempfile.mkdtemp()
-    if protoc.main(["protoc", f"-I{proto.parent}", f"--python_out={out}", str(proto)]) != 0:
+    files = imported_files(proto)
+    if protoc.main(["protoc", f"-I{proto.parent}", f"--python_out={out}", *map(str, files)]) != 0:
         sys.exit(f"protoc could not compile {proto}")
+    # The generated modules import each other by name.
+    sys.path.insert(0, out)
     # protoc names the module after the file, `-` made `_`.
-    (generated,) = pathlib.Path(out).glob("*_pb2.py")
+    generated = pathlib.Path(out) / (proto.stem.replace("-", "_") + "_pb2.py")
     spec = importlib.util.spec_from_file_location(generated.stem, generated)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -42,6 +42,18 @@ pub struct WriterSchema {
     /// The record's full name (a JSON Schema's title, a Protobuf message's full name, an
     /// Avro primitive's type name), for record-name subjects.
     pub name: String,
+    /// The schemas it refers to (a `.proto` file's imports), registered first.
+    pub references: Vec<SchemaReference>,
+}
+
+/// A schema another refers to by name, as Confluent's schema references do: registered
+/// under the subject of its name (`DefaultReferenceSubjectNameStrategy`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SchemaReference {
+    /// The name the referring schema uses (a `.proto` import path).
+    pub name: String,
+    /// The schema.
+    pub schema: Arc<WriterSchema>,
 }
 
 /// Records of one helper call whose keys or values wait for their schema's id.
@@ -104,6 +116,7 @@ mod tests {
             kind: SchemaKind::Avro,
             text: "{}".into(),
             name: "sluice.Deal".into(),
+            references: Vec::new(),
         };
         assert_eq!(
             SubjectStrategy::Topic.subject("deals", false, &schema),

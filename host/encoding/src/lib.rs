@@ -30,7 +30,9 @@ use sluice_model::helpers::{EncodeSpec, HelperError, RecordSink};
 pub use debezium::SNAPSHOT_METADATA;
 pub use decode::decode;
 pub use format::{Envelope, Format, KeyFormat, ValueFormat, invalid_avro_name};
-pub use framing::{FRAME_LEN, Framed, SchemaKind, SubjectStrategy, WriterSchema, write_id};
+pub use framing::{
+    FRAME_LEN, Framed, SchemaKind, SchemaReference, SubjectStrategy, WriterSchema, write_id,
+};
 pub use own::OwnSchema;
 pub use protobuf::ProtobufSchema;
 pub use supplied::SuppliedSchema;

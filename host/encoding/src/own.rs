@@ -64,6 +64,7 @@ impl OwnSchema {
                 kind,
                 text: text.to_string(),
                 name,
+                references: Vec::new(),
             }),
             header,
             reader,

@@ -9,15 +9,17 @@
 //! Spark casts it to text. A null leaves the field unset.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
-use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
+use prost_reflect::{FieldDescriptor, FileDescriptor, Kind, MessageDescriptor};
 use sluice_model::helpers::HelperError;
 use sluice_model::{Column, Value};
 
 use crate::fields::{self, SourceField};
+use crate::framing::{SchemaKind, SchemaReference, WriterSchema};
 
 /// A message of a supplied `.proto` file that values are written as.
 #[derive(Clone, Debug)]
@@ -26,11 +28,16 @@ pub struct ProtobufSchema {
     pub text: String,
     /// The message.
     pub message: MessageDescriptor,
+    /// The files it imports (but Protobuf's well-known types), as the registry's schema
+    /// references: each registered under its import path first.
+    pub imports: Vec<SchemaReference>,
 }
 
 impl PartialEq for ProtobufSchema {
     fn eq(&self, other: &ProtobufSchema) -> bool {
-        self.text == other.text && self.message.full_name() == other.message.full_name()
+        self.text == other.text
+            && self.message.full_name() == other.message.full_name()
+            && self.imports == other.imports
     }
 }
 
@@ -38,8 +45,8 @@ impl Eq for ProtobufSchema {}
 
 impl ProtobufSchema {
     /// Compiles the `.proto` file at `path` and picks `message` (its full name), or the
-    /// file's first message. A file that imports another (except Protobuf's well-known
-    /// types) is refused: the registry would need it as a reference.
+    /// file's first message. Files it imports are found from its directory and become
+    /// schema references (Protobuf's well-known types are the registry's own).
     pub fn compile(path: &Path, message: Option<&str>) -> Result<ProtobufSchema, String> {
         let shown = path.display();
         let text = std::fs::read_to_string(path)
@@ -58,7 +65,12 @@ impl ProtobufSchema {
             .find(|f| Path::new(f.name()) == Path::new(name))
             .ok_or_else(|| format!("the .proto file {shown} compiled to nothing"))?;
         let message = pick_message(&file, message, &format!("the .proto file {shown}"))?;
-        Ok(ProtobufSchema { text, message })
+        let imports = imports_of(&file, dir)?;
+        Ok(ProtobufSchema {
+            text,
+            message,
+            imports,
+        })
     }
 
     /// Compiles `.proto` text a module supplies and picks `message` (its full name), or
@@ -87,10 +99,17 @@ impl ProtobufSchema {
         let file = pool
             .get_file_by_name(NAME)
             .ok_or_else(|| "the .proto text compiled to nothing".to_string())?;
+        if let Some(import) = user_imports(&file).next() {
+            return Err(format!(
+                "the .proto text imports {}; a module's schema is one file, so put the messages it needs in it",
+                import.name()
+            ));
+        }
         let message = pick_message(&file, message, "the .proto text")?;
         Ok(ProtobufSchema {
             text: text.to_string(),
             message,
+            imports: Vec::new(),
         })
     }
 
@@ -187,19 +206,10 @@ fn nesting_depth(text: &str) -> usize {
 /// errors. A file importing anything but Protobuf's well-known types is refused: the
 /// registry would need the import as a reference.
 fn pick_message(
-    file: &prost_reflect::FileDescriptor,
+    file: &FileDescriptor,
     message: Option<&str>,
     shown: &str,
 ) -> Result<MessageDescriptor, String> {
-    if let Some(import) = file
-        .dependencies()
-        .find(|d| !d.name().starts_with("google/protobuf/"))
-    {
-        return Err(format!(
-            "{shown} imports {}; Sluice registers one file, so put the messages it needs in it",
-            import.name()
-        ));
-    }
     match message {
         Some(wanted) => file
             .messages()
@@ -221,6 +231,39 @@ fn pick_message(
             .next()
             .ok_or_else(|| format!("{shown} has no message")),
     }
+}
+
+/// The files `file` imports, but Protobuf's well-known types (the registry has them).
+fn user_imports(file: &FileDescriptor) -> impl Iterator<Item = FileDescriptor> {
+    file.dependencies()
+        .filter(|d| !d.name().starts_with("google/protobuf/"))
+}
+
+/// `file`'s imports as schema references, each with its own imports, read from `dir`
+/// (where the compiler found them).
+fn imports_of(file: &FileDescriptor, dir: &Path) -> Result<Vec<SchemaReference>, String> {
+    user_imports(file)
+        .map(|import| {
+            let path = dir.join(import.name());
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                format!("the imported .proto file {} cannot be read: {e}", path.display())
+            })?;
+            let name = import
+                .messages()
+                .next()
+                .map(|m| m.full_name().to_string())
+                .unwrap_or_else(|| import.package_name().to_string());
+            Ok(SchemaReference {
+                name: import.name().to_string(),
+                schema: Arc::new(WriterSchema {
+                    kind: SchemaKind::Protobuf,
+                    text,
+                    name,
+                    references: imports_of(&import, dir)?,
+                }),
+            })
+        })
+        .collect()
 }
 
 /// Resolves the one in-memory file a module supplies.

@@ -60,6 +60,7 @@ pub(crate) fn encode(
                 kind: SchemaKind::Avro,
                 name: avro::full_name_of(&schema),
                 text: schema.to_string(),
+                references: Vec::new(),
             };
             (Some(Arc::new(schema)), Some(writer))
         }
@@ -200,8 +201,14 @@ fn value_writer<'a>(
         with_nulls,
         buffer: RefCell::default(),
     };
-    let framed =
-        |kind, text: String, name: String| Some(Arc::new(WriterSchema { kind, text, name }));
+    let framed = |kind, text: String, name: String| {
+        Some(Arc::new(WriterSchema {
+            kind,
+            text,
+            name,
+            references: Vec::new(),
+        }))
+    };
     Ok(match format.value {
         ValueFormat::Json => (None, json_writer(debezium)),
         ValueFormat::JsonSchema => {
@@ -269,11 +276,12 @@ fn value_writer<'a>(
             let writer = protobuf::MessageWriter::new(&schema.message, fields)?;
             writer.check_enum_names(&mut rows.iter().map(|&row| row as usize))?;
             (
-                framed(
-                    SchemaKind::Protobuf,
-                    schema.text.clone(),
-                    schema.message.full_name().to_string(),
-                ),
+                Some(Arc::new(WriterSchema {
+                    kind: SchemaKind::Protobuf,
+                    text: schema.text.clone(),
+                    name: schema.message.full_name().to_string(),
+                    references: schema.imports.clone(),
+                })),
                 RowWriter::Protobuf(writer),
             )
         }

@@ -148,6 +148,7 @@ fn check_registry(config: &PipelineConfig, settings: &RegistrySettings) -> Findi
         kind: SchemaKind::Avro,
         text: String::new(),
         name: format.value_name(),
+        references: Vec::new(),
     };
     let subject =
         config

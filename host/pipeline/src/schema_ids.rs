@@ -193,6 +193,7 @@ mod tests {
             kind: SchemaKind::Avro,
             text: text.into(),
             name: "sluice.Value".into(),
+            references: Vec::new(),
         })
     }
 
@@ -297,6 +298,7 @@ mod tests {
             kind: SchemaKind::Json,
             text: "{}".into(),
             name: String::new(),
+            references: Vec::new(),
         });
         let mut records = vec![record(None, Some(&[0u8, 0, 0, 0, 0, b'1']))];
         let framed = [Framed {

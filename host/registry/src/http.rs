@@ -190,13 +190,57 @@ fn schema_body(schema: &WriterSchema) -> Json {
     body
 }
 
+impl HttpRegistry {
+    /// The request body naming `schema` with its references (a `.proto` file's imports)
+    /// by subject and version, each registered first when `register`; `None` when, only
+    /// looking, a reference is not registered yet.
+    fn body(&self, schema: &WriterSchema, register: bool) -> Result<Option<Json>, RegistryError> {
+        let mut body = schema_body(schema);
+        if schema.references.is_empty() {
+            return Ok(Some(body));
+        }
+        let mut references = Vec::new();
+        for reference in &schema.references {
+            let subject = &reference.name;
+            if register {
+                self.register(subject, &reference.schema)?;
+            }
+            let Some(own) = self.body(&reference.schema, register)? else {
+                return Ok(None);
+            };
+            let (status, found) = self.call(&format!("/subjects/{}", segment(subject)), Some(own))?;
+            match found.get("version").and_then(Json::as_u64) {
+                Some(version) if status < 300 => references.push(json!({
+                    "name": reference.name,
+                    "subject": subject,
+                    "version": version,
+                })),
+                _ if !register => return Ok(None),
+                _ => {
+                    return Err(RegistryError::Refused {
+                        url: self.url.clone(),
+                        subject: subject.clone(),
+                        status,
+                        message: format!(
+                            "the registered reference has no version: {}",
+                            message(&found)
+                        ),
+                    });
+                }
+            }
+        }
+        body["references"] = Json::Array(references);
+        Ok(Some(body))
+    }
+}
+
 fn segment(subject: &str) -> String {
     utf8_percent_encode(subject, NON_ALPHANUMERIC).to_string()
 }
 
 impl SchemaRegistry for HttpRegistry {
     fn register(&self, subject: &str, schema: &WriterSchema) -> Result<u32, RegistryError> {
-        let body = schema_body(schema);
+        let body = self.body(schema, true)?.unwrap_or_else(|| schema_body(schema));
         let path = format!("/subjects/{}/versions", segment(subject));
         let (status, answer) = self.call(&path, Some(body))?;
         if let Some(id) = answer
@@ -230,7 +274,10 @@ impl SchemaRegistry for HttpRegistry {
     }
 
     fn preview(&self, subject: &str, schema: &WriterSchema) -> Result<Registration, RegistryError> {
-        let body = schema_body(schema);
+        // A reference the registry does not have yet is registered with the schema.
+        let Some(body) = self.body(schema, false)? else {
+            return Ok(Registration::Accepted);
+        };
         let (status, known) = self.call(
             &format!("/subjects/{}", segment(subject)),
             Some(body.clone()),
@@ -338,6 +385,7 @@ mod tests {
             kind: SchemaKind::Json,
             text: "{\"type\":\"object\"}".into(),
             name: "sluice.Value".into(),
+            references: Vec::new(),
         }
     }
 

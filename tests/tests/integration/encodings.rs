@@ -101,6 +101,44 @@ fn avro_json_schema_and_protobuf_decode_to_the_motivating_records_in_every_sdk()
     }
 }
 
+#[test]
+fn a_proto_file_that_imports_another_is_registered_with_a_schema_reference() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let proto = repo_root().join("tests/data/schemas/gold-deal-split.proto");
+    let proto = proto.to_str().unwrap();
+    let message = "crm.gold.split.Deal";
+    let topic = unique_topic("split-protobuf");
+    let more = format!("protobuf_schema = \"{proto}\"\nprotobuf_message = \"{message}\"");
+    let files = pipeline(
+        &table,
+        "gold-deals-helpers",
+        &topic,
+        &encoding("protobuf", &more),
+        "",
+    );
+    run_to_latest(&files.config);
+    // The stage is the imported enum's value name, as the golden JSON has it.
+    let flags = ["--proto", proto, "--message", message];
+    assert_eq!(
+        by_key(registry_decoded(&topic, "protobuf", &flags)),
+        gold_deals()
+    );
+    let imported = "gold-deal-stage.proto";
+    let registered = registry_get(&format!("/subjects/{topic}-value/versions/latest"));
+    let version = *versions(imported).last().unwrap();
+    assert_eq!(
+        registered["references"],
+        serde_json::json!([{"name": imported, "subject": imported, "version": version}])
+    );
+    let stage = registry_get(&format!("/subjects/{imported}/versions/{version}"));
+    assert!(
+        stage["schema"].as_str().unwrap().contains("enum Stage"),
+        "{stage}"
+    );
+}
+
 /// Whether `json` (Spark's rendering) and `avro` (Confluent's decoding of the Avro
 /// record) hold the same values: decimals decode as text, a map with non-string keys is
 /// an Avro array of key-value records, and the decoder's lines leave out every null
