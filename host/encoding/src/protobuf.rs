@@ -246,7 +246,10 @@ fn imports_of(file: &FileDescriptor, dir: &Path) -> Result<Vec<SchemaReference>,
         .map(|import| {
             let path = dir.join(import.name());
             let text = std::fs::read_to_string(&path).map_err(|e| {
-                format!("the imported .proto file {} cannot be read: {e}", path.display())
+                format!(
+                    "the imported .proto file {} cannot be read: {e}",
+                    path.display()
+                )
             })?;
             let name = import
                 .messages()

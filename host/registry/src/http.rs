@@ -208,7 +208,8 @@ impl HttpRegistry {
             let Some(own) = self.body(&reference.schema, register)? else {
                 return Ok(None);
             };
-            let (status, found) = self.call(&format!("/subjects/{}", segment(subject)), Some(own))?;
+            let (status, found) =
+                self.call(&format!("/subjects/{}", segment(subject)), Some(own))?;
             match found.get("version").and_then(Json::as_u64) {
                 Some(version) if status < 300 => references.push(json!({
                     "name": reference.name,
@@ -240,7 +241,9 @@ fn segment(subject: &str) -> String {
 
 impl SchemaRegistry for HttpRegistry {
     fn register(&self, subject: &str, schema: &WriterSchema) -> Result<u32, RegistryError> {
-        let body = self.body(schema, true)?.unwrap_or_else(|| schema_body(schema));
+        let body = self
+            .body(schema, true)?
+            .unwrap_or_else(|| schema_body(schema));
         let path = format!("/subjects/{}/versions", segment(subject));
         let (status, answer) = self.call(&path, Some(body))?;
         if let Some(id) = answer
