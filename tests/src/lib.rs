@@ -212,6 +212,28 @@ pub fn deals_table(table: &Path, args: &[&str]) {
     assert!(status.success(), "deals_table.py {args:?} failed");
 }
 
+/// The records `sluice preview` shows of `module` on `table` (one JSON object each);
+/// the preview must succeed.
+pub fn preview_records(table: &Path, module: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+    let output = Command::new(sluice_binary())
+        .args(["preview", "--table"])
+        .arg(table)
+        .arg("--module")
+        .arg(module)
+        .args(args)
+        .output()
+        .expect("sluice runs");
+    assert!(
+        output.status.success(),
+        "preview failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
 /// The `sluice` binary, built by the test command before the tests run (or beside a
 /// benchmark's binary).
 pub fn sluice_binary() -> PathBuf {

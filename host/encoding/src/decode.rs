@@ -12,7 +12,8 @@ use crate::framing::{FRAME_LEN, SchemaKind, WriterSchema};
 use crate::protobuf::ProtobufSchema;
 
 /// Decodes `framed` (Confluent's 5-byte header, then the payload) written with
-/// `schema`; Protobuf payloads need the message they were written as.
+/// `schema`; Protobuf payloads need the message they were written as (`protobuf`, the
+/// compiled `schema`).
 pub fn decode(
     schema: &WriterSchema,
     framed: &[u8],
@@ -30,16 +31,12 @@ pub fn decode(
         }
         SchemaKind::Protobuf => {
             let message = skip_message_indexes(payload)?;
-            match protobuf {
-                Some(own) if own.text == schema.text && own.message.full_name() == schema.name => {
-                    read_protobuf(own, message)
-                }
-                // A module's own .proto: compiled from the text it registers.
-                _ => read_protobuf(
-                    &ProtobufSchema::from_text(&schema.text, Some(&schema.name))?,
-                    message,
-                ),
-            }
+            let own = protobuf
+                .filter(|p| p.text == schema.text && p.message.full_name() == schema.name)
+                .ok_or_else(|| {
+                    format!("no .proto message {} to read the value with", schema.name)
+                })?;
+            read_protobuf(own, message)
         }
     }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
-use sluice_encoding::{SubjectStrategy, WriterSchema};
+use sluice_encoding::{ProtobufSchema, SchemaKind, SubjectStrategy, WriterSchema};
 use sluice_engine::{EngineConfig, Format, OutputRecord, TransformEngine};
 use sluice_model::{Value, write_json_value};
 use sluice_registry::{HttpRegistry, Registration, RegistrySettings, SchemaRegistry};
@@ -177,6 +177,8 @@ struct SchemaLookup<'a> {
     encoding: Option<&'a PreviewEncoding>,
     registry: Option<HttpRegistry>,
     answers: HashMap<(String, String), Json>,
+    /// A module's own `.proto` schemas, compiled once per text and message.
+    protobufs: HashMap<(String, String), Result<Arc<ProtobufSchema>, String>>,
 }
 
 impl<'a> SchemaLookup<'a> {
@@ -192,6 +194,7 @@ impl<'a> SchemaLookup<'a> {
             encoding,
             registry,
             answers: HashMap::new(),
+            protobufs: HashMap::new(),
         })
     }
 
@@ -205,8 +208,26 @@ impl<'a> SchemaLookup<'a> {
         bytes: &[u8],
         topic: Option<&str>,
     ) {
-        let protobuf = self.encoding.and_then(|e| e.format.protobuf.as_deref());
-        line[field] = match sluice_encoding::decode(schema, bytes, protobuf) {
+        let configured = self.encoding.and_then(|e| e.format.protobuf.clone());
+        let protobuf = match (schema.kind, configured) {
+            (SchemaKind::Protobuf, Some(own))
+                if own.text == schema.text && own.message.full_name() == schema.name =>
+            {
+                Ok(Some(own))
+            }
+            // A module's own .proto: compiled from the text it registers.
+            (SchemaKind::Protobuf, _) => self
+                .protobufs
+                .entry((schema.text.clone(), schema.name.clone()))
+                .or_insert_with(|| {
+                    ProtobufSchema::from_text(&schema.text, Some(&schema.name)).map(Arc::new)
+                })
+                .clone()
+                .map(Some),
+            _ => Ok(None),
+        };
+        let decoded = protobuf.and_then(|p| sluice_encoding::decode(schema, bytes, p.as_deref()));
+        line[field] = match decoded {
             Ok(decoded) => decoded,
             Err(e) => json!({ "undecodable": e }),
         };

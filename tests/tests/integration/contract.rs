@@ -8,7 +8,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use sluice_tests::{deals_table, repo_root, sluice_binary, transform_component, wasip2_component};
+use sluice_tests::{
+    deals_table, preview_records, repo_root, sluice_binary, transform_component, wasip2_component,
+};
 
 fn preview(table: &Path, module: &Path, args: &[&str]) -> Output {
     Command::new(sluice_binary())
@@ -29,14 +31,6 @@ fn preview_ok(table: &Path, module: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8(output.stdout).unwrap()
-}
-
-/// The preview's records, one JSON object each.
-fn preview_records(table: &Path, module: &Path, args: &[&str]) -> Vec<serde_json::Value> {
-    preview_ok(table, module, args)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn preview_err(table: &Path, module: &Path) -> String {

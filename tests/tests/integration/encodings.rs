@@ -8,9 +8,9 @@ use std::path::Path;
 use serde_json::Value;
 use sluice_tests::{
     Extra, PipelineFiles, by_key, consume_all, create_topic, deals_table, kafka_bootstrap,
-    kafka_run_file, oidc_url, registry_decoded, registry_decoded_at, registry_url, repo_root,
-    run_expecting_failure, run_to_latest, secured_registry_url, sluice_binary, sluice_check,
-    transform_component, unique_topic,
+    kafka_run_file, oidc_url, preview_records, registry_decoded, registry_decoded_at, registry_url,
+    repo_root, run_expecting_failure, run_to_latest, secured_registry_url, sluice_binary,
+    sluice_check, transform_component, unique_topic,
 };
 
 /// gold-deals on the host helpers, in every SDK language.
@@ -333,22 +333,11 @@ fn preview_shows_decoded_values_and_the_schema_id_they_would_carry() {
         "",
     );
     // The same module's records in plain JSON, as a preview without a config shows them.
-    let plain = std::process::Command::new(sluice_binary())
-        .args(["preview", "--table"])
-        .arg(&table)
-        .arg("--module")
-        .arg(transform_component("gold-deals-helpers"))
-        .output()
-        .unwrap();
-    assert!(plain.status.success());
-    let golden: Vec<Value> = String::from_utf8(plain.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let line: Value = serde_json::from_str(line).unwrap();
-            serde_json::from_str(line["value"].as_str().unwrap()).unwrap()
-        })
-        .collect();
+    let golden: Vec<Value> =
+        preview_records(&table, &transform_component("gold-deals-helpers"), &[])
+            .iter()
+            .map(|line| serde_json::from_str(line["value"].as_str().unwrap()).unwrap())
+            .collect();
     assert_eq!(golden.len(), 3);
     assert_eq!(golden[0]["documentId"], "deal-0000");
     let subject = format!("{topic}-value");
@@ -728,24 +717,9 @@ fn change_rows(table: &Path) -> Vec<(String, String, u64)> {
 
 /// The values `module` makes of `table` in `sluice preview` (plain bytes, parsed as JSON).
 fn preview_values(table: &Path, module: &str, args: &[&str]) -> Vec<Option<Value>> {
-    let output = std::process::Command::new(sluice_binary())
-        .args(["preview", "--table"])
-        .arg(table)
-        .arg("--module")
-        .arg(transform_component(module))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
+    preview_records(table, &transform_component(module), args)
+        .into_iter()
         .map(|line| {
-            let line: Value = serde_json::from_str(line).unwrap();
             line["value"]
                 .as_str()
                 .map(|text| without_nulls(serde_json::from_str(text).unwrap()))
