@@ -7,9 +7,10 @@ use std::sync::Arc;
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -110,7 +111,28 @@ pub fn router(service: Arc<Service>) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::from_fn(close_after_refused_body))
         .with_state(service)
+}
+
+/// A request refused before its body was read (a missing or wrong token is checked
+/// first) leaves unread bytes on the connection, and hyper closes it after answering
+/// unless the whole body had already arrived. Saying so in the answer keeps keep-alive
+/// clients from sending their next request on a connection the service is closing.
+async fn close_after_refused_body(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|length| length != "0");
+    let mut response = next.run(request).await;
+    if has_body && !response.status().is_success() {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 async fn no_route(method: Method, uri: Uri) -> Response {
@@ -417,4 +439,51 @@ async fn logs(
         Body::from_stream(tokio_stream::iter(kept))
     };
     Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::routing::put;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    fn refusing_router() -> Router {
+        Router::new()
+            .route(
+                "/refused",
+                put(|| async { StatusCode::UNAUTHORIZED })
+                    .get(|| async { StatusCode::UNAUTHORIZED }),
+            )
+            .route("/accepted", put(|body: Bytes| async move { body }))
+            .layer(axum::middleware::from_fn(close_after_refused_body))
+    }
+
+    async fn connection_header(method: Method, path: &str, body: &'static str) -> Option<String> {
+        let mut request = axum::http::Request::builder().method(method).uri(path);
+        if !body.is_empty() {
+            request = request.header(header::CONTENT_LENGTH, body.len());
+        }
+        let response = refusing_router()
+            .oneshot(request.body(Body::from(body)).unwrap())
+            .await
+            .unwrap();
+        response
+            .headers()
+            .get(header::CONNECTION)
+            .map(|v| v.to_str().unwrap().to_string())
+    }
+
+    #[tokio::test]
+    async fn only_a_refusal_of_a_request_with_a_body_closes_the_connection() {
+        assert_eq!(
+            connection_header(Method::PUT, "/refused", "{\"config\": \"...\"}").await,
+            Some("close".to_string())
+        );
+        assert_eq!(connection_header(Method::GET, "/refused", "").await, None);
+        assert_eq!(
+            connection_header(Method::PUT, "/accepted", "{}").await,
+            None
+        );
+    }
 }
