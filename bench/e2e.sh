@@ -15,7 +15,7 @@ cd "$root"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/target}
 
 profile=release
-contestants=sluice-eos,sluice-eos-x2,sluice-alo,sluice-python,sluice-js,sluice-c,native,native-x2,raw,spark
+contestants=sluice-eos,sluice-eos-x2,sluice-alo,sluice-python,sluice-js,sluice-c,sluice-go,native,native-x2,raw,spark
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[$i]}" in
@@ -28,7 +28,7 @@ cargo_profile=()
 cargo build --locked "${cargo_profile[@]}" -p sluice -p sluice-bench --bin sluice --bin e2e >&2
 # The gold-deals modules the contestants run, built as `sluice build` builds them.
 modules=(gold-deals)
-for language in python js c; do
+for language in python js c go; do
   [[ ",$contestants," == *",sluice-$language,"* || ",$contestants," == *",sluice-$language-"* ]] && modules+=("gold-deals-$language")
 done
 for module in "${modules[@]}"; do

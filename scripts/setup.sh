@@ -49,6 +49,12 @@ if ! command -v cargo >/dev/null; then
   echo "Rust is missing: install it with rustup (Rust 1.95 or newer), then run this again." >&2
   exit 1
 fi
+# Go transforms build with the machine's Go (wasip1 reactors and go:wasmexport).
+go_minor=$(GOTOOLCHAIN=local go env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+if [ -z "$go_minor" ] || [ "$go_minor" -lt 25 ]; then
+  echo "Go 1.25 or newer is missing (found: $(GOTOOLCHAIN=local go env GOVERSION 2>/dev/null || echo none)): install it and put go on PATH, then run this again." >&2
+  exit 1
+fi
 # wasm32-unknown-unknown builds transforms; wasm32-wasip2 builds the test fixture that
 # asks for files, sockets and environment (the host must refuse it).
 for target in wasm32-unknown-unknown wasm32-wasip2; do

@@ -8,6 +8,7 @@ Contestants:
   sluice-python  sluice run, exactly-once, gold-deals in Python (componentize-py)
   sluice-js      sluice run, exactly-once, gold-deals in JavaScript (componentize-js)
   sluice-c       sluice run, exactly-once, gold-deals in C (clang, wasi-libc)
+  sluice-go      sluice run, exactly-once, gold-deals in Go (standard Go, wasip1)
   sluice-eos-x2  sluice-eos with two instances of the module (`[transform] instances = 2`)
   sluice-sasl-ssl  sluice-eos over SASL_SSL with SCRAM-SHA-512 (the local broker's listener)
   sluice-mtls    sluice-eos over mutual TLS
@@ -38,9 +39,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "native", "native-x2", "raw", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "native", "native-x2", "raw", "spark"]
 # The gold-deals module each Sluice contestant runs (the Rust one when not named).
-MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm"}
+MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm", "sluice-go": "gold-deals-go.wasm"}
 # Contestants that write the helpers' records in a registry format: their bytes differ
 # from the JSON contestants', so they are checked by count and among their own runs.
 ENCODINGS = {"sluice-c-avro": "avro", "sluice-c-json-schema": "json-schema", "sluice-c-protobuf": "protobuf"}
@@ -372,7 +373,7 @@ def render(args, results, latency, large):
     lines += [
         "",
         "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included (the module's compiled code cached by an untimed `sluice check` first, as it is after a pipeline's first start).",
-        "- `sluice-python`, `sluice-js`, `sluice-c`: the same with gold-deals in Python (componentize-py), JavaScript (componentize-js) and C (clang with wasi-libc), each on the host's helpers through its SDK.",
+        "- `sluice-python`, `sluice-js`, `sluice-c`, `sluice-go`: the same with gold-deals in Python (componentize-py), JavaScript (componentize-js), C (clang with wasi-libc) and Go (standard Go for wasip1), each on the host's helpers through its SDK.",
         "- `sluice-eos-x2`, `native-x2`: the same with two instances of the module transforming batches at the same time (`[transform] instances = 2`; gold-deals keeps no state across batches).",
         "- `sluice-sasl-ssl`, `sluice-mtls`, `sluice-oauth`: `sluice-eos` over the local broker's SASL_SSL listener with SCRAM-SHA-512, its mutual-TLS listener, and its OAUTHBEARER listener with 12-second tokens from the OIDC server `scripts/kafka.sh` starts: the cost of TLS and authentication is the gap to `sluice-eos` (PLAINTEXT).",
         "- `sluice-c-avro`, `sluice-c-json-schema`, `sluice-c-protobuf`: `sluice-c` with `[sink.encoding] value` set to `avro`, `json-schema` or `protobuf` (`tests/data/schemas/gold-deal.proto`): the same records in Confluent's wire format with ids from the schema registry `scripts/registry.sh` runs (Apicurio); the cost of the format is the gap to `sluice-c` (JSON). Their bytes differ from the JSON contestants', so they are checked by count and against their own other runs.",

@@ -82,6 +82,7 @@ fn main() -> anyhow::Result<()> {
         ("python helpers", "gold-deals-python"),
         ("js helpers", "gold-deals-js"),
         ("c helpers", "gold-deals-c"),
+        ("go helpers", "gold-deals-go"),
     ] {
         match build(name) {
             Ok(module) => paths.push((path, module, vec![])),
@@ -105,6 +106,7 @@ fn main() -> anyhow::Result<()> {
         ("js rows", "passthrough-js"),
         ("python rows", "passthrough-python"),
         ("c rows", "passthrough-c"),
+        ("go rows", "passthrough-go"),
     ] {
         let module = match build(name) {
             Ok(module) => engine.load(&module)?,

@@ -92,13 +92,7 @@ pub fn write_bindings(dir: &Path) -> Result<(), BuildError> {
         language: Language::C,
         reason,
     };
-    let mut resolve = wit_parser::Resolve::new();
-    let package = resolve
-        .push_str("transform.wit", crate::CONTRACT_WIT)
-        .map_err(|e| failed(format!("{e:#}")))?;
-    let world = resolve
-        .select_world(&[package], Some(crate::CONTRACT_WORLD))
-        .map_err(|e| failed(format!("{e:#}")))?;
+    let (mut resolve, world) = crate::contract(crate::CONTRACT_WIT).map_err(failed)?;
     let mut files = Files::default();
     // The host's batch is lent to each call; the bindings hand the loan back when
     // the call returns, so transforms never drop it themselves.

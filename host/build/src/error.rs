@@ -9,7 +9,7 @@ use crate::Language;
 pub enum BuildError {
     /// No language's files were found.
     #[error(
-        "{dir} is not a transform project: it has no Cargo.toml (Rust), package.json (JavaScript or TypeScript), app.py (Python) or .c files (C). Create one with `sluice init --lang <language> <dir>`."
+        "{dir} is not a transform project: it has no Cargo.toml (Rust), package.json (JavaScript or TypeScript), app.py (Python), go.mod (Go) or .c files (C). Create one with `sluice init --lang <language> <dir>`."
     )]
     UnknownProject {
         /// The directory.

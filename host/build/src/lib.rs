@@ -2,13 +2,14 @@
 //! ones, so authors never need the component toolchains' flags.
 //!
 //! The language is told by the project's files: `Cargo.toml` (Rust), `package.json`
-//! (JavaScript or TypeScript), `app.py` (Python), `*.c` (C). Each builder compiles
+//! (JavaScript or TypeScript), `app.py` (Python), `go.mod` (Go), `*.c` (C). Each builder compiles
 //! against the contract in `wit/` (built into this crate) and the language's SDK,
 //! installs the pinned toolchain it needs on first use, and checks that the result
 //! exports a transformer.
 
 mod c;
 mod error;
+mod go;
 mod javascript;
 mod python;
 mod rust;
@@ -41,16 +42,19 @@ pub enum Language {
     Python,
     /// C, with `guest-sdk/c`.
     C,
+    /// Go, with `guest-sdk/go`.
+    Go,
 }
 
 impl Language {
     /// Every language, in the order `sluice init --help` lists them.
-    pub const ALL: [Language; 5] = [
+    pub const ALL: [Language; 6] = [
         Language::Rust,
         Language::JavaScript,
         Language::TypeScript,
         Language::Python,
         Language::C,
+        Language::Go,
     ];
 
     /// The language's name on the command line.
@@ -61,10 +65,12 @@ impl Language {
             Language::TypeScript => "ts",
             Language::Python => "python",
             Language::C => "c",
+            Language::Go => "go",
         }
     }
 
-    /// The language called `name` (`javascript`, `typescript` and `py` accepted too).
+    /// The language called `name` (`javascript`, `typescript`, `py` and `golang`
+    /// accepted too).
     pub fn parse(name: &str) -> Option<Language> {
         match name.to_ascii_lowercase().as_str() {
             "rust" | "rs" => Some(Language::Rust),
@@ -72,6 +78,7 @@ impl Language {
             "ts" | "typescript" => Some(Language::TypeScript),
             "python" | "py" => Some(Language::Python),
             "c" => Some(Language::C),
+            "go" | "golang" => Some(Language::Go),
             _ => None,
         }
     }
@@ -92,6 +99,9 @@ impl Language {
         }
         if dir.join(python::APP).is_file() {
             return Ok(Language::Python);
+        }
+        if dir.join("go.mod").is_file() {
+            return Ok(Language::Go);
         }
         if !c::sources(dir).unwrap_or_default().is_empty() {
             return Ok(Language::C);
@@ -170,11 +180,24 @@ pub fn build_transform(dir: &Path, options: &BuildOptions) -> Result<Built, Buil
         Language::JavaScript | Language::TypeScript => javascript::build(dir, language, options),
         Language::Python => python::build(dir, options),
         Language::C => c::build(dir, options),
+        Language::Go => go::build(dir, options),
     }?;
     Ok(Built {
         component,
         language,
     })
+}
+
+/// The contract's world, parsed from `wit` (the built-in contract but in tests).
+fn contract(wit: &str) -> Result<(wit_parser::Resolve, wit_parser::WorldId), String> {
+    let mut resolve = wit_parser::Resolve::new();
+    let package = resolve
+        .push_str("transform.wit", wit)
+        .map_err(|e| format!("{e:#}"))?;
+    let world = resolve
+        .select_world(&[package], Some(CONTRACT_WORLD))
+        .map_err(|e| format!("{e:#}"))?;
+    Ok((resolve, world))
 }
 
 /// Writes the contract's WIT into `dir` (made if missing) and returns the file.
@@ -240,7 +263,7 @@ fn check_exports(component: &[u8]) -> Result<(), String> {
 }
 
 /// Wraps a core module that embeds the contract's component type section into a
-/// component; WASI preview 1 imports (C's libc) go through the preview 2 adapter,
+/// component; WASI preview 1 imports (C's libc, Go's runtime) go through the preview 2 adapter,
 /// which the host seals.
 fn componentize(module: &[u8]) -> Result<Vec<u8>, String> {
     wit_component::ComponentEncoder::default()
@@ -287,6 +310,7 @@ mod tests {
         for language in Language::ALL {
             assert_eq!(Language::parse(language.name()), Some(language));
         }
-        assert_eq!(Language::parse("go"), None);
+        assert_eq!(Language::parse("golang"), Some(Language::Go));
+        assert_eq!(Language::parse("zig"), None);
     }
 }

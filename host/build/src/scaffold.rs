@@ -56,6 +56,11 @@ fn templates(language: Language) -> &'static [(&'static str, &'static str)] {
             ("transform.c", include_str!("../templates/c/transform.c")),
             (".gitignore", "/target\n"),
         ],
+        Language::Go => &[
+            ("go.mod", include_str!("../templates/go/go.mod")),
+            ("transform.go", include_str!("../templates/go/transform.go")),
+            (".gitignore", "/target\n"),
+        ],
     }
 }
 
@@ -89,10 +94,15 @@ pub fn scaffold(
         .or_else(|_| std::path::absolute(sdk_dir))
         .unwrap_or_else(|_| sdk_dir.to_path_buf());
     let sdk = sdk.to_string_lossy();
+    // A Go package name: the module's name without `-` and `_`.
+    let package: String = name.chars().filter(char::is_ascii_alphanumeric).collect();
     let mut written = Vec::new();
     for (file, template) in templates(language) {
         let path = dir.join(file);
-        let text = template.replace("{{name}}", &name).replace("{{sdk}}", &sdk);
+        let text = template
+            .replace("{{name}}", &name)
+            .replace("{{package}}", &package)
+            .replace("{{sdk}}", &sdk);
         path.parent()
             .map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|()| std::fs::write(&path, text))
@@ -119,7 +129,7 @@ mod tests {
             assert_eq!(Language::detect(&dir).unwrap(), language);
             for file in files {
                 let text = std::fs::read_to_string(file).unwrap();
-                for placeholder in ["{{name}}", "{{sdk}}"] {
+                for placeholder in ["{{name}}", "{{package}}", "{{sdk}}"] {
                     assert!(!text.contains(placeholder), "{text}");
                 }
             }

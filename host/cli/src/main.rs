@@ -119,7 +119,7 @@ enum Command {
         #[command(subcommand)]
         action: PositionAction,
     },
-    /// Build a transform project (Rust, JavaScript, TypeScript, Python or C, told by
+    /// Build a transform project (Rust, JavaScript, TypeScript, Python, C or Go, told by
     /// its files) into a component the host runs. Installs the language's pinned
     /// toolchain on first use.
     Build {
@@ -137,7 +137,7 @@ enum Command {
         sdk_dir: Option<PathBuf>,
     },
     /// Start a new transform project in a language: a working transform to edit, which
-    /// `sluice build` builds. Languages: rust, js, ts, python, c.
+    /// `sluice build` builds. Languages: rust, js, ts, python, c, go.
     Init {
         /// The language.
         #[arg(long, value_parser = language)]

@@ -14,11 +14,12 @@ use sluice_tests::{
 };
 
 /// gold-deals on the host helpers, in every SDK language.
-const GOLD_DEALS_HELPERS: [&str; 4] = [
+const GOLD_DEALS_HELPERS: [&str; 5] = [
     "gold-deals-helpers",
     "gold-deals-js",
     "gold-deals-python",
     "gold-deals-c",
+    "gold-deals-go",
 ];
 
 /// `[sink]` lines that write values in `value` format (plus `more` lines of
@@ -811,6 +812,7 @@ fn bytes_a_module_encodes_with_its_own_schema_are_framed_with_the_registered_id(
         "passthrough-js",
         "passthrough-python",
         "passthrough-c",
+        "passthrough-go",
     ] {
         let topic = unique_topic(&format!("own-{module}"));
         let params = format!("json_schema = '{schema}'");

@@ -1,5 +1,5 @@
 //! Follows each language's "your first transform" guide word for word (Rust in
-//! docs/write-a-transform-in-rust.md, TypeScript, Python and C in the SDKs' READMEs):
+//! docs/write-a-transform-in-rust.md, TypeScript, Python, C and Go in the SDKs' READMEs):
 //! every `sh` block is run and every block marked `file=PATH` is written, in order, in
 //! a fresh directory beside a checkout of this repository; then the preview's records
 //! are checked.
@@ -125,5 +125,12 @@ fn the_python_transform_guide_works_as_written() {
 fn the_c_transform_guide_works_as_written() {
     let (steps, output) = follow("guest-sdk/c/README.md");
     assert_eq!(steps, 4, "the guide's steps: 3 commands, 1 file");
+    check_won_deals(&output);
+}
+
+#[test]
+fn the_go_transform_guide_works_as_written() {
+    let (steps, output) = follow("guest-sdk/go/README.md");
+    assert_eq!(steps, 6, "the guide's steps: 4 commands, 2 files");
     check_won_deals(&output);
 }

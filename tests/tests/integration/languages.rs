@@ -1,5 +1,5 @@
 //! Transforms in every language the SDKs cover, built by `sluice build`, against the
-//! real broker: gold-deals in Rust, JavaScript, Python and C makes byte-identical
+//! real broker: gold-deals in Rust, JavaScript, Python, C and Go makes byte-identical
 //! records in the same order, and each language's module meets the host's CPU and
 //! memory limits with the same error kinds as Rust's.
 
@@ -9,19 +9,21 @@ use sluice_tests::{
 };
 
 /// gold-deals in each language, Rust first (the reference).
-const GOLD_DEALS: [(&str, &str); 4] = [
+const GOLD_DEALS: [(&str, &str); 5] = [
     ("rust", "gold-deals"),
     ("js", "gold-deals-js"),
     ("python", "gold-deals-python"),
     ("c", "gold-deals-c"),
+    ("go", "gold-deals-go"),
 ];
 
 /// The limit fixtures in each language, Rust first (the reference).
-const BEHAVIORS: [(&str, &str); 4] = [
+const BEHAVIORS: [(&str, &str); 5] = [
     ("rust", "misbehaving/behaviors"),
     ("js", "misbehaving/behaviors-js"),
     ("python", "misbehaving/behaviors-python"),
     ("c", "misbehaving/behaviors-c"),
+    ("go", "misbehaving/behaviors-go"),
 ];
 
 /// The limits every language's fixture runs under: a 1 s deadline and a 96 MiB memory

@@ -1,0 +1,3 @@
+module sluice.dev/sluice
+
+go 1.25
