@@ -4,7 +4,7 @@
 //! memory limits with the same error kinds as Rust's.
 
 use sluice_tests::{
-    Consumed, Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap,
+    Consumed, Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, preview_records,
     run_expecting_failure, run_to_latest, transform_component, unique_topic,
 };
 
@@ -98,6 +98,17 @@ fn gold_deals_makes_byte_identical_records_in_every_language() {
             assert_eq!(got, want, "{language}: record {i} differs from Rust's");
         }
     }
+
+    // Row by row, Go reads every value as C does. A dozen batches once crashed Go: its
+    // collector ran while the host wrote the columns into its memory.
+    let batches = ["--batch-rows", "700"];
+    let c_rows = preview_records(&table, &transform_component("passthrough-c"), &batches);
+    let go_rows = preview_records(&table, &transform_component("passthrough-go"), &batches);
+    assert_eq!(go_rows.len(), c_rows.len());
+    assert!(
+        go_rows == c_rows,
+        "passthrough-go differs from passthrough-c"
+    );
 }
 
 #[test]

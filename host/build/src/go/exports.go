@@ -5,12 +5,28 @@ package export_sluice_transform_transformer
 
 import (
 	"errors"
+	"runtime/debug"
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 	"sluice.dev/sluice/abi"
 	host "wit_component/sluice_transform_host"
 	types "wit_component/sluice_transform_types"
 )
+
+// The host writes lists and strings into the module's memory through cabi_realloc, and
+// the component model forbids calls out of the module meanwhile. Go's collector reads
+// the clock (a WASI call) when a cycle ends, so it must not run while the host lowers
+// values: it is off except while the transform's own code runs, and off again around
+// the host calls that return lists.
+var gcPercent = debug.SetGCPercent(-1)
+
+// lowered runs a host call that returns values the host writes into the module's
+// memory, with the collector off.
+func lowered[T any](call func() T) T {
+	debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(gcPercent)
+	return call()
+}
 
 func init() {
 	abi.SetLogger(func(level abi.LogLevel, message string) {
@@ -24,6 +40,8 @@ func Init(params []witTypes.Tuple2[string, string]) witTypes.Result[witTypes.Uni
 	if module == nil {
 		return witTypes.Err[witTypes.Unit]("the module registered no transform: call sluice.OnBatch from an init function of its package")
 	}
+	debug.SetGCPercent(gcPercent)
+	defer debug.SetGCPercent(-1)
 	pairs := make([][2]string, len(params))
 	for i, p := range params {
 		pairs[i] = [2]string{p.F0, p.F1}
@@ -39,6 +57,8 @@ func Transform(b *host.Batch) witTypes.Result[witTypes.Unit, types.TransformErro
 	// The batch is lent for this call only: dropping its handle ends the loan, which
 	// the host requires before the call returns.
 	defer b.Drop()
+	debug.SetGCPercent(gcPercent)
+	defer debug.SetGCPercent(-1)
 	err := abi.Registered().Transform(batch{b})
 	if err == nil {
 		return witTypes.Ok[witTypes.Unit, types.TransformError](witTypes.Unit{})
@@ -58,7 +78,7 @@ type batch struct {
 func (b batch) NumRows() uint32 { return b.b.NumRows() }
 
 func (b batch) Columns(names []string) ([]abi.Column, error) {
-	result := b.b.Columns(names)
+	result := lowered(func() witTypes.Result[[]types.Column, string] { return b.b.Columns(names) })
 	if result.IsErr() {
 		return nil, errors.New(result.Err())
 	}
@@ -121,7 +141,7 @@ func values[T, U any](list []witTypes.Option[T], convert func(T) U) ([]bool, []U
 }
 
 func (b batch) ChangeTypes() []abi.ChangeType {
-	listed := b.b.ChangeTypes()
+	listed := lowered(b.b.ChangeTypes)
 	changes := make([]abi.ChangeType, len(listed))
 	for i, c := range listed {
 		changes[i] = abi.ChangeType(c)
@@ -129,8 +149,8 @@ func (b batch) ChangeTypes() []abi.ChangeType {
 	return changes
 }
 
-func (b batch) CommitVersions() []int64   { return b.b.CommitVersions() }
-func (b batch) CommitTimestamps() []int64 { return b.b.CommitTimestamps() }
+func (b batch) CommitVersions() []int64   { return lowered(b.b.CommitVersions) }
+func (b batch) CommitTimestamps() []int64 { return lowered(b.b.CommitTimestamps) }
 
 // within is the host's optional row list: nil is every row.
 func within(rows []uint32) witTypes.Option[[]uint32] {
@@ -145,12 +165,12 @@ func (b batch) SelectChangeTypes(changes []abi.ChangeType, rows []uint32) []uint
 	for i, c := range changes {
 		listed[i] = types.ChangeType(c)
 	}
-	return b.b.SelectChangeTypes(listed, within(rows))
+	return lowered(func() []uint32 { return b.b.SelectChangeTypes(listed, within(rows)) })
 }
 
 func (b batch) SelectWhere(p abi.Predicate, rows []uint32) ([]uint32, error) {
 	predicate := types.Predicate{Column: p.Column, Op: types.Comparison(p.Op), Value: scalar(p.Value)}
-	result := b.b.SelectWhere(predicate, within(rows))
+	result := lowered(func() witTypes.Result[[]uint32, string] { return b.b.SelectWhere(predicate, within(rows)) })
 	if result.IsErr() {
 		return nil, errors.New(result.Err())
 	}
@@ -216,7 +236,7 @@ func (b batch) EmitEncoded(s abi.EncodeSpec) (uint32, error) {
 	default:
 		spec.Value = types.MakeValueEncodingTombstone()
 	}
-	result := b.b.EmitEncoded(spec)
+	result := lowered(func() witTypes.Result[uint32, string] { return b.b.EmitEncoded(spec) })
 	if result.IsErr() {
 		return 0, errors.New(result.Err())
 	}
