@@ -171,3 +171,30 @@ fn every_sdk_has_the_host_select_and_encode_rows() {
         assert_eq!(value["fullDocument"]["title"], "Deal 3", "{language}");
     }
 }
+
+#[test]
+fn a_go_module_reading_every_column_keeps_its_memory_from_batch_to_batch() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["bulk", "--rows", "50000"]);
+    let topic = unique_topic("go-memory");
+    // The host replaces an instance whose memory passes half its cap (16 MiB here).
+    // Go once kept every string the host handed over pinned, and was replaced every
+    // few batches.
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("passthrough-go"),
+        &topic,
+        &kafka_bootstrap(),
+        Extra {
+            source: "batch_rows = 2000",
+            transform: "memory_limit_mib = 32",
+            ..Extra::default()
+        },
+    );
+    let log = run_to_latest(&files.config);
+    assert!(
+        !log.contains("Replacing a transform instance"),
+        "passthrough-go outgrew half its cap: {log}"
+    );
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"runtime/debug"
 
+	witRuntime "go.bytecodealliance.org/pkg/wit/runtime"
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 	"sluice.dev/sluice/abi"
 	host "wit_component/sluice_transform_host"
@@ -24,8 +25,13 @@ var gcPercent = debug.SetGCPercent(-1)
 // memory, with the collector off.
 func lowered[T any](call func() T) T {
 	debug.SetGCPercent(-1)
-	defer debug.SetGCPercent(gcPercent)
-	return call()
+	value := call()
+	// The runtime's cabi_realloc pins what it allocates until told otherwise, and the
+	// bindings do not tell it after an import returns: without this, every string the
+	// host ever handed over stays in memory. The lifted values reference it now.
+	witRuntime.Unpin()
+	debug.SetGCPercent(gcPercent)
+	return value
 }
 
 func init() {
@@ -59,7 +65,7 @@ func Transform(b *host.Batch) witTypes.Result[witTypes.Unit, types.TransformErro
 	defer b.Drop()
 	debug.SetGCPercent(gcPercent)
 	defer debug.SetGCPercent(-1)
-	err := abi.Registered().Transform(batch{b})
+	err := abi.Registered().Transform(&batch{b: b})
 	if err == nil {
 		return witTypes.Ok[witTypes.Unit, types.TransformError](witTypes.Unit{})
 	}
@@ -75,9 +81,9 @@ type batch struct {
 	b *host.Batch
 }
 
-func (b batch) NumRows() uint32 { return b.b.NumRows() }
+func (b *batch) NumRows() uint32 { return b.b.NumRows() }
 
-func (b batch) Columns(names []string) ([]abi.Column, error) {
+func (b *batch) Columns(names []string) ([]abi.Column, error) {
 	result := lowered(func() witTypes.Result[[]types.Column, string] { return b.b.Columns(names) })
 	if result.IsErr() {
 		return nil, errors.New(result.Err())
@@ -140,7 +146,7 @@ func values[T, U any](list []witTypes.Option[T], convert func(T) U) ([]bool, []U
 	return valid, out
 }
 
-func (b batch) ChangeTypes() []abi.ChangeType {
+func (b *batch) ChangeTypes() []abi.ChangeType {
 	listed := lowered(b.b.ChangeTypes)
 	changes := make([]abi.ChangeType, len(listed))
 	for i, c := range listed {
@@ -149,8 +155,8 @@ func (b batch) ChangeTypes() []abi.ChangeType {
 	return changes
 }
 
-func (b batch) CommitVersions() []int64   { return lowered(b.b.CommitVersions) }
-func (b batch) CommitTimestamps() []int64 { return lowered(b.b.CommitTimestamps) }
+func (b *batch) CommitVersions() []int64   { return lowered(b.b.CommitVersions) }
+func (b *batch) CommitTimestamps() []int64 { return lowered(b.b.CommitTimestamps) }
 
 // within is the host's optional row list: nil is every row.
 func within(rows []uint32) witTypes.Option[[]uint32] {
@@ -160,7 +166,7 @@ func within(rows []uint32) witTypes.Option[[]uint32] {
 	return witTypes.Some(rows)
 }
 
-func (b batch) SelectChangeTypes(changes []abi.ChangeType, rows []uint32) []uint32 {
+func (b *batch) SelectChangeTypes(changes []abi.ChangeType, rows []uint32) []uint32 {
 	listed := make([]types.ChangeType, len(changes))
 	for i, c := range changes {
 		listed[i] = types.ChangeType(c)
@@ -168,7 +174,7 @@ func (b batch) SelectChangeTypes(changes []abi.ChangeType, rows []uint32) []uint
 	return lowered(func() []uint32 { return b.b.SelectChangeTypes(listed, within(rows)) })
 }
 
-func (b batch) SelectWhere(p abi.Predicate, rows []uint32) ([]uint32, error) {
+func (b *batch) SelectWhere(p abi.Predicate, rows []uint32) ([]uint32, error) {
 	predicate := types.Predicate{Column: p.Column, Op: types.Comparison(p.Op), Value: scalar(p.Value)}
 	result := lowered(func() witTypes.Result[[]uint32, string] { return b.b.SelectWhere(predicate, within(rows)) })
 	if result.IsErr() {
@@ -207,7 +213,7 @@ func field(f abi.Field) types.FieldValue {
 	return types.MakeFieldValueCommitTimestamp()
 }
 
-func (b batch) EmitEncoded(s abi.EncodeSpec) (uint32, error) {
+func (b *batch) EmitEncoded(s abi.EncodeSpec) (uint32, error) {
 	spec := types.EncodeSpec{
 		Rows:              s.Rows,
 		Key:               witTypes.None[types.FieldValue](),
@@ -243,7 +249,7 @@ func (b batch) EmitEncoded(s abi.EncodeSpec) (uint32, error) {
 	return result.Ok(), nil
 }
 
-func (b batch) EmitPacked(records abi.PackedRecords) {
+func (b *batch) EmitPacked(records abi.PackedRecords) {
 	b.b.EmitPacked(types.PackedRecords(records))
 }
 
@@ -258,8 +264,8 @@ func own(s *abi.OwnSchema) witTypes.Option[types.OwnSchema] {
 	return witTypes.Some(schema)
 }
 
-func (b batch) EmitFramed(records abi.PackedRecords, f abi.Framing) {
+func (b *batch) EmitFramed(records abi.PackedRecords, f abi.Framing) {
 	b.b.EmitFramed(types.PackedRecords(records), types.Framing{Key: own(f.Key), Value: own(f.Value)})
 }
 
-func (b batch) Reject(row uint32, message string) { b.b.Reject(row, message) }
+func (b *batch) Reject(row uint32, message string) { b.b.Reject(row, message) }
