@@ -12,8 +12,14 @@ type Selection struct {
 	rows  []uint32
 }
 
-// Rows are the selected rows' indexes.
-func (s Selection) Rows() []uint32 { return s.rows }
+// Rows are the selected rows' indexes, in order.
+func (s Selection) Rows() []int {
+	rows := make([]int, len(s.rows))
+	for i, row := range s.rows {
+		rows[i] = int(row)
+	}
+	return rows
+}
 
 // Len is how many rows are selected.
 func (s Selection) Len() int { return len(s.rows) }
@@ -104,34 +110,39 @@ func scalar(value any) (abi.Scalar, error) {
 type Field struct {
 	f   abi.Field
 	err error
+	set bool
 }
 
 // ColumnValue is a column's value, typed as in the table (a dotted path for a struct
 // field).
 func ColumnValue(column string) Field {
-	return Field{f: abi.Field{Kind: abi.FieldColumn, Column: column}}
+	return Field{f: abi.Field{Kind: abi.FieldColumn, Column: column}, set: true}
 }
 
 // Substring is Spark's substring(column, pos, len): len characters from the 1-based
 // character position pos, or what exists of them.
 func Substring(column string, pos, len uint32) Field {
-	return Field{f: abi.Field{Kind: abi.FieldSubstring, Column: column, Pos: pos, Len: len}}
+	return Field{f: abi.Field{Kind: abi.FieldSubstring, Column: column, Pos: pos, Len: len}, set: true}
 }
 
 // Constant is a constant string, bool, integer, float or nil.
 func Constant(value any) Field {
 	constant, err := scalar(value)
-	return Field{f: abi.Field{Kind: abi.FieldConstant, Constant: constant}, err: err}
+	return Field{f: abi.Field{Kind: abi.FieldConstant, Constant: constant}, err: err, set: true}
 }
 
 // RowChangeType is the row's `_change_type`, as Delta spells it.
-func RowChangeType() Field { return Field{f: abi.Field{Kind: abi.FieldChangeType}} }
+func RowChangeType() Field { return Field{f: abi.Field{Kind: abi.FieldChangeType}, set: true} }
 
 // RowCommitVersion is the row's `_commit_version`.
-func RowCommitVersion() Field { return Field{f: abi.Field{Kind: abi.FieldCommitVersion}} }
+func RowCommitVersion() Field {
+	return Field{f: abi.Field{Kind: abi.FieldCommitVersion}, set: true}
+}
 
 // RowCommitTimestamp is the row's `_commit_timestamp`, as ISO-8601 text.
-func RowCommitTimestamp() Field { return Field{f: abi.Field{Kind: abi.FieldCommitTimestamp}} }
+func RowCommitTimestamp() Field {
+	return Field{f: abi.Field{Kind: abi.FieldCommitTimestamp}, set: true}
+}
 
 // Named is a field of an encoded JSON object, or a header.
 type Named struct {
@@ -161,10 +172,11 @@ func Tombstones() ValueEncoding { return ValueEncoding{kind: abi.ValueTombstone}
 // EncodeSpec describes records the host makes natively, one per selected row, in row
 // order.
 type EncodeSpec struct {
-	// Rows are the rows to encode.
+	// Rows are the rows to encode, from SelectChangeTypes or SelectWhere; none when
+	// zero.
 	Rows Selection
-	// Key is rendered as text; nil (or a null value) is no key.
-	Key *Field
+	// Key is rendered as text; the zero Field (or a null value) is no key.
+	Key Field
 	// Value is how values are made; JSONRow when zero.
 	Value ValueEncoding
 	// DeleteAsTombstone makes delete rows tombstones, keeping row order.
@@ -187,15 +199,17 @@ func (o *Output) Encode(spec EncodeSpec) (int, error) {
 		Value:             value.kind,
 		DeleteAsTombstone: spec.DeleteAsTombstone,
 	}
-	var err error
-	if spec.Key != nil {
-		key := spec.Key.f
-		encoded.Key, err = &key, spec.Key.err
+	if spec.Key.set {
+		if spec.Key.err != nil {
+			return 0, fmt.Errorf("key: %w", spec.Key.err)
+		}
+		encoded.Key = &spec.Key.f
 	}
-	if encoded.Fields, err = named(value.fields, err); err != nil {
+	var err error
+	if encoded.Fields, err = named("field", value.fields); err != nil {
 		return 0, err
 	}
-	if encoded.Headers, err = named(spec.Headers, nil); err != nil {
+	if encoded.Headers, err = named("header", spec.Headers); err != nil {
 		return 0, err
 	}
 	if spec.Topic != "" {
@@ -206,15 +220,12 @@ func (o *Output) Encode(spec EncodeSpec) (int, error) {
 	return int(count), err
 }
 
-// named is fields in the contract's form, or the first field's error.
-func named(fields []Named, err error) ([]abi.NamedField, error) {
-	if err != nil {
-		return nil, err
-	}
+// named is fields (or headers: what) in the contract's form, or the first one's error.
+func named(what string, fields []Named) ([]abi.NamedField, error) {
 	list := make([]abi.NamedField, len(fields))
 	for i, f := range fields {
 		if f.Value.err != nil {
-			return nil, fmt.Errorf("field %s: %w", f.Name, f.Value.err)
+			return nil, fmt.Errorf("%s %s: %w", what, f.Name, f.Value.err)
 		}
 		list[i] = abi.NamedField{Name: f.Name, Value: f.Value.f}
 	}

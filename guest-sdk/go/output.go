@@ -67,7 +67,7 @@ type Framing struct {
 type Output struct {
 	host    abi.Batch
 	packer  packer
-	framing *Framing
+	framing abi.Framing
 }
 
 // Emit emits record, made from the batch's row. Its bytes are copied.
@@ -85,8 +85,7 @@ func (o *Output) EmitKV(row int, key, value []byte) {
 // EmitFramed emits record (contract 1.1), whose key or value the module encoded with
 // framing's schemas: the host registers them in the pipeline's schema registry, checks
 // the bytes decode with them and writes Confluent's wire format header before them.
-// Pass the same *Framing for records framed alike: records cross to the host in runs
-// of one framing.
+// Records cross to the host in runs of one framing: make the framing once and reuse it.
 func (o *Output) EmitFramed(row int, framing *Framing, record Record) {
 	o.switchTo(framing)
 	o.packer.add(uint32(row), &record)
@@ -100,12 +99,26 @@ func (o *Output) Reject(row int, message string) {
 	o.host.Reject(uint32(row), message)
 }
 
-// switchTo flushes records of another framing, so that records keep their order.
+// switchTo flushes records of another framing, so that records keep their order. A
+// framing is compared by its schemas' contents, which are copied: changing a Framing
+// after emitting with it does not change what was emitted.
 func (o *Output) switchTo(framing *Framing) {
-	if framing != o.framing {
-		o.flush()
-		o.framing = framing
+	next := abi.Framing{}
+	if framing != nil {
+		next = abi.Framing{Key: own(framing.Key), Value: own(framing.Value)}
 	}
+	if !sameSchema(next.Key, o.framing.Key) || !sameSchema(next.Value, o.framing.Value) {
+		o.flush()
+		o.framing = next
+	}
+}
+
+func sameSchema(a, b *abi.OwnSchema) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	sameName := (a.Name == nil) == (b.Name == nil) && (a.Name == nil || *a.Name == *b.Name)
+	return a.Kind == b.Kind && a.Text == b.Text && sameName
 }
 
 func (o *Output) flushIfLarge() {
@@ -120,11 +133,11 @@ func (o *Output) flush() {
 		return
 	}
 	records := o.packer.take()
-	if o.framing == nil {
+	if o.framing.Key == nil && o.framing.Value == nil {
 		o.host.EmitPacked(records)
 		return
 	}
-	o.host.EmitFramed(records, abi.Framing{Key: own(o.framing.Key), Value: own(o.framing.Value)})
+	o.host.EmitFramed(records, o.framing)
 }
 
 func own(s *OwnSchema) *abi.OwnSchema {

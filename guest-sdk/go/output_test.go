@@ -33,7 +33,8 @@ func TestRecordsCrossInRunsOfOneFramingInEmissionOrder(t *testing.T) {
 	json := &Framing{Value: JSONSchema(`{}`)}
 	out.EmitKV(0, nil, []byte("a"))
 	out.EmitFramed(1, avro, Record{Value: []byte("b")})
-	out.EmitFramed(2, avro, Record{Value: []byte("c")})
+	// Framings are compared by content: an equal one joins the run.
+	out.EmitFramed(2, &Framing{Value: AvroSchema(`"string"`)}, Record{Value: []byte("c")})
 	out.Reject(3, "bad")
 	out.EmitFramed(4, avro, Record{Value: []byte("d")})
 	out.EmitFramed(5, json, Record{Value: []byte("{}")})
@@ -76,5 +77,31 @@ func TestAConstantOfAnUnknownTypeIsRefused(t *testing.T) {
 	_, err := out.Encode(EncodeSpec{Value: JSON(Named{"x", Constant([]int{1})})})
 	if err == nil || err.Error() != "field x: a constant must be a string, bool, integer, float or nil, not []int" {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestAFramingChangedAfterUseDoesNotReframeWhatWasEmitted(t *testing.T) {
+	host := &calls{}
+	out := &Output{host: host}
+	framing := &Framing{Value: AvroSchema(`"string"`)}
+	out.EmitFramed(0, framing, Record{Value: []byte("a")})
+	framing.Value = AvroSchema(`"bytes"`)
+	out.EmitFramed(1, framing, Record{Value: []byte("b")})
+	out.flush()
+	want := []string{`framed [0] "string"`, `framed [1] "bytes"`}
+	if !slices.Equal(host.log, want) {
+		t.Fatalf("host calls %q, want %q", host.log, want)
+	}
+}
+
+func TestRecordsEmittedBeforeAnErrorReachTheHost(t *testing.T) {
+	host := &calls{}
+	OnBatch(func(_ *Batch, out *Output) error {
+		out.EmitKV(0, nil, []byte("a"))
+		return FailRow(0, "bad")
+	})
+	err := module.Transform(host)
+	if err == nil || err.Error() != "row 0: bad" || !slices.Equal(host.log, []string{"packed [0]"}) {
+		t.Fatalf("err %v, host calls %q", err, host.log)
 	}
 }

@@ -36,8 +36,6 @@ var gold = sluice.JSON(
 	sluice.Named{Name: "title", Value: sluice.ColumnValue("fullDocument.title")},
 )
 
-var key = sluice.ColumnValue("documentId")
-
 func init() {
 	sluice.OnInit(func(params sluice.Params) error {
 		emit = nil
@@ -49,7 +47,7 @@ func init() {
 			emit = append(emit, change)
 		}
 		headers = nil
-		if header := params.Get("change_type_header", ""); header != "" {
+		if header, ok := params["change_type_header"]; ok {
 			headers = []sluice.Named{{Name: header, Value: sluice.RowChangeType()}}
 		}
 		return nil
@@ -57,7 +55,7 @@ func init() {
 	sluice.OnBatch(func(batch *sluice.Batch, out *sluice.Output) error {
 		_, err := out.Encode(sluice.EncodeSpec{
 			Rows:              batch.SelectChangeTypes(emit...),
-			Key:               &key,
+			Key:               sluice.ColumnValue("documentId"),
 			Value:             gold,
 			DeleteAsTombstone: true,
 			Headers:           headers,

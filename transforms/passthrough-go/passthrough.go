@@ -9,6 +9,7 @@
 package passthrough
 
 import (
+	"math"
 	"strconv"
 
 	"sluice.dev/sluice"
@@ -23,7 +24,7 @@ func init() {
 	sluice.OnInit(func(params sluice.Params) error {
 		deletesTopic = params.Get("deletes_topic", "")
 		framing = nil
-		if schema := params.Get("json_schema", ""); schema != "" {
+		if schema, ok := params["json_schema"]; ok {
 			framing = &sluice.Framing{Value: sluice.JSONSchema(schema)}
 		}
 		return nil
@@ -52,7 +53,7 @@ func transform(batch *sluice.Batch, out *sluice.Output) error {
 			} else if i, ok := column.Int(row); ok {
 				json = strconv.AppendInt(json, i, 10)
 			} else if f, ok := column.Float(row); ok {
-				json = strconv.AppendFloat(json, f, 'g', 17, 64)
+				json = appendFloat(json, f)
 			} else if b, ok := column.Bool(row); ok {
 				json = strconv.AppendBool(json, b)
 			}
@@ -60,7 +61,7 @@ func transform(batch *sluice.Batch, out *sluice.Output) error {
 		}
 		change := batch.ChangeType(row)
 		json = append(json, `"_change_type":`...)
-		json = appendString(json, sluice.ChangeTypeName(change))
+		json = appendString(json, change.String())
 		json = append(json, `,"_commit_version":`...)
 		json = strconv.AppendInt(json, batch.CommitVersion(row), 10)
 		json = append(json, `,"_commit_timestamp":`...)
@@ -77,6 +78,19 @@ func transform(batch *sluice.Batch, out *sluice.Output) error {
 		}
 	}
 	return nil
+}
+
+// appendFloat appends f as C's printf("%.17g") writes it, as the C pass-through does.
+func appendFloat(json []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(json, "nan"...)
+	case math.IsInf(f, 1):
+		return append(json, "inf"...)
+	case math.IsInf(f, -1):
+		return append(json, "-inf"...)
+	}
+	return strconv.AppendFloat(json, f, 'g', 17, 64)
 }
 
 // appendString appends s as a JSON string.

@@ -19,6 +19,26 @@ const (
 	Delete
 )
 
+var changeTypeNames = [...]string{"insert", "update_preimage", "update_postimage", "delete"}
+
+// String is the change type as Delta spells it (`update_postimage`).
+func (c ChangeType) String() string {
+	if int(c) < len(changeTypeNames) {
+		return changeTypeNames[c]
+	}
+	return fmt.Sprintf("change type %d", uint8(c))
+}
+
+// ParseChangeType reads a change type as Delta spells it.
+func ParseChangeType(name string) (ChangeType, bool) {
+	for i, known := range changeTypeNames {
+		if name == known {
+			return ChangeType(i), true
+		}
+	}
+	return 0, false
+}
+
 // Kind is a column's type, in the order of the contract's column-values variant.
 type Kind uint8
 

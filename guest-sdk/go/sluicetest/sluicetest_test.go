@@ -32,16 +32,16 @@ func init() {
 			return err
 		}
 		for _, row := range won.ChangeTypes(sluice.Insert, sluice.UpdatePostimage).Rows() {
-			id, ok := ids.String(int(row))
+			id, ok := ids.String(row)
 			if !ok {
-				out.Reject(int(row), "The deal has no documentId.")
+				out.Reject(row, "The deal has no documentId.")
 				continue
 			}
-			out.Emit(int(row), sluice.Record{Key: []byte(id), Value: []byte(stage), Headers: []sluice.Header{{Key: "op", Value: []byte(sluice.ChangeTypeName(b.ChangeType(int(row))))}}})
+			out.Emit(row, sluice.Record{Key: []byte(id), Value: []byte(stage), Headers: []sluice.Header{{Key: "op", Value: []byte(b.ChangeType(row).String())}}})
 		}
 		for _, row := range b.SelectChangeTypes(sluice.Delete).Rows() {
-			id, _ := ids.String(int(row))
-			out.EmitKV(int(row), []byte(id), nil)
+			id, _ := ids.String(row)
+			out.EmitKV(row, []byte(id), nil)
 		}
 		if b.Rows() > 4 {
 			return sluice.FailRow(4, "Row %d is one too many.", 4)

@@ -23,6 +23,14 @@ pub enum BuildError {
         /// What is wrong.
         reason: String,
     },
+    /// A source file cannot make a transform as written.
+    #[error("Cannot build {path} into a transform: {reason}.")]
+    Source {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// A toolchain program is missing and cannot be installed here.
     #[error("Building {language} transforms needs {tool}, which cannot be run: {reason}. {hint}")]
     ToolMissing {

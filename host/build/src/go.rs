@@ -31,32 +31,55 @@ const MIN_MINOR: u32 = 25;
 const INSTALL_HINT: &str =
     "Install Go 1.25 or later and put `go` on PATH (scripts/setup.sh checks it).";
 
-/// The module path a project's `go.mod` declares.
-pub(crate) fn module_path(dir: &Path) -> Result<String, BuildError> {
+/// The lines of a `go.mod` without their comments.
+fn manifest_lines(dir: &Path) -> Result<Vec<String>, BuildError> {
     let manifest = dir.join("go.mod");
     let text = std::fs::read_to_string(&manifest).map_err(|source| io(&manifest, source))?;
-    text.lines()
-        .find_map(|line| line.trim().strip_prefix("module "))
+    Ok(text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or("").trim().to_string())
+        .collect())
+}
+
+/// The module path a project's `go.mod` declares.
+pub(crate) fn module_path(dir: &Path) -> Result<String, BuildError> {
+    manifest_lines(dir)?
+        .iter()
+        .find_map(|line| line.strip_prefix("module "))
         .map(|path| path.trim().trim_matches('"').to_string())
         .filter(|path| !path.is_empty())
         .ok_or(BuildError::Manifest {
-            path: manifest,
+            path: dir.join("go.mod"),
             reason: "it has no `module` line".to_string(),
         })
+}
+
+/// The version a `require` of `module` must name: its major version when the path
+/// ends in one (`/v2`, gopkg.in's `.v2`), as Go insists, else v0.
+fn required_version(module: &str) -> String {
+    let last = module.rsplit('/').next().unwrap_or(module);
+    let major = match module.starts_with("gopkg.in/") {
+        true => last.rsplit_once(".v").map(|(_, major)| major),
+        false => last.strip_prefix('v'),
+    };
+    match major.and_then(|m| m.parse::<u32>().ok()) {
+        Some(major) if major >= 2 || module.starts_with("gopkg.in/") => format!("v{major}.0.0"),
+        _ => "v0.0.0".to_string(),
+    }
+}
+
+/// A path as a quoted Go string, as `go.mod` accepts it.
+fn quoted(path: &Path) -> String {
+    format!("{:?}", path.display().to_string())
 }
 
 /// The project's `replace` directives with local paths made absolute, so the build's
 /// module sees the same dependencies the project does.
 fn replacements(dir: &Path) -> Result<Vec<String>, BuildError> {
-    let manifest = dir.join("go.mod");
-    let text = std::fs::read_to_string(&manifest).map_err(|source| io(&manifest, source))?;
     let mut found = Vec::new();
     let mut in_block = false;
-    for line in text
-        .lines()
-        .map(|l| l.split("//").next().unwrap_or("").trim())
-    {
-        let directive = match (in_block, line) {
+    for line in manifest_lines(dir)? {
+        let directive = match (in_block, line.as_str()) {
             (false, "replace (") => {
                 in_block = true;
                 continue;
@@ -80,14 +103,42 @@ fn replacements(dir: &Path) -> Result<Vec<String>, BuildError> {
         if from.split_whitespace().next() == Some(SDK_MODULE) {
             continue;
         }
-        let to = if to.starts_with("./") || to.starts_with("../") {
-            absolute(&dir.join(to)).display().to_string()
-        } else {
-            to.to_string()
+        let target = to.trim_matches('"');
+        let local = [".", ".."].contains(&target)
+            || ["./", "../", ".\\", "..\\"]
+                .iter()
+                .any(|prefix| target.starts_with(prefix));
+        let to = match local {
+            true => quoted(&absolute(&dir.join(target))),
+            false => to.to_string(),
         };
         found.push(format!("replace {from} => {to}"));
     }
     Ok(found)
+}
+
+/// Refuses a project whose package is `main`: the build imports the project's package
+/// into a main package of its own.
+fn check_package(dir: &Path) -> Result<(), BuildError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| io(dir, source))?;
+    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if !name.ends_with(".go") || name.ends_with("_test.go") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| io(&path, source))?;
+        let package = text
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("package "))
+            .map(|p| p.split("//").next().unwrap_or("").trim().to_string());
+        if package.as_deref() == Some("main") {
+            return Err(BuildError::Source {
+                path,
+                reason: "its package is `main`, and a transform is an importable package whose `init` function registers it (`sluice.OnBatch`); name the package after the module (`package wondeals`) and drop `func main`".to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The machine's Go, checked to be new enough.
@@ -120,6 +171,7 @@ pub(crate) fn build(dir: &Path, options: &BuildOptions) -> Result<PathBuf, Build
     let dir = absolute(dir);
     let name = crate::dir_name(&dir);
     let package = module_path(&dir)?;
+    check_package(&dir)?;
     go_toolchain()?;
     let work = absolute(&options.target_dir.join("sluice-go").join(&name));
     if work.exists() {
@@ -128,9 +180,10 @@ pub(crate) fn build(dir: &Path, options: &BuildOptions) -> Result<PathBuf, Build
     write_bindings(&work, crate::CONTRACT_WIT)?;
     let sdk = absolute(&options.sdk_dir.join("go"));
     let mut manifest = format!(
-        "module {BINDINGS_MODULE}\n\ngo 1.{MIN_MINOR}\n\nrequire (\n\t{RUNTIME_MODULE} v0.4.0\n\t{SDK_MODULE} v0.0.0\n\t{package} v0.0.0\n)\n\nreplace {RUNTIME_MODULE} => ./runtime\n\nreplace {SDK_MODULE} => {}\n\nreplace {package} => {}\n",
-        sdk.display(),
-        dir.display()
+        "module {BINDINGS_MODULE}\n\ngo 1.{MIN_MINOR}\n\nrequire (\n\t{RUNTIME_MODULE} v0.4.0\n\t{SDK_MODULE} v0.0.0\n\t{package:?} {}\n)\n\nreplace {RUNTIME_MODULE} => ./runtime\n\nreplace {SDK_MODULE} => {}\n\nreplace {package:?} => {}\n",
+        required_version(&package),
+        quoted(&sdk),
+        quoted(&dir)
     );
     for replacement in replacements(&dir)? {
         manifest.push('\n');
@@ -286,6 +339,28 @@ mod tests {
     }
 
     #[test]
+    fn a_required_module_names_its_major_version() {
+        assert_eq!(required_version("won-deals"), "v0.0.0");
+        assert_eq!(required_version("example.com/deals/v2"), "v2.0.0");
+        assert_eq!(required_version("example.com/v1"), "v0.0.0");
+        assert_eq!(required_version("gopkg.in/deals.v1"), "v1.0.0");
+    }
+
+    #[test]
+    fn a_main_package_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("main_test.go"), "package main\n").unwrap();
+        std::fs::write(dir.path().join("deals.go"), "// Deals.\npackage deals\n").unwrap();
+        check_package(dir.path()).unwrap();
+        std::fs::write(dir.path().join("main.go"), "package main // a program\n").unwrap();
+        let err = check_package(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("its package is `main`") && err.contains("sluice.OnBatch"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn an_async_contract_is_refused_with_why() {
         let wit = "package sluice:transform@9.0.0;\ninterface transformer { transform: async func(); }\nworld transform { export transformer; }\n";
         let dir = tempfile::tempdir().unwrap();
@@ -301,18 +376,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("go.mod"),
-            "module won-deals\n\ngo 1.25\n\nreplace sluice.dev/sluice => ../sluice/guest-sdk/go\n\nreplace (\n\texample.com/lib => ./lib // a local fork\n\texample.com/other v1.2.0 => example.com/fork v1.2.1\n)\n",
+            "module won-deals\n\ngo 1.25\n\nreplace sluice.dev/sluice => ../sluice/guest-sdk/go\n\nreplace (\n\texample.com/lib => ./lib // a local fork\n\texample.com/other v1.2.0 => example.com/fork v1.2.1\n)\nreplace example.com/up => \"..\"\n",
         )
         .unwrap();
         assert_eq!(module_path(dir.path()).unwrap(), "won-deals");
-        let lib = absolute(&dir.path().join("./lib")).display().to_string();
+        let lib = quoted(&absolute(&dir.path().join("./lib")));
+        let parent = quoted(&absolute(&dir.path().join("..")));
         assert_eq!(
             replacements(dir.path()).unwrap(),
             [
                 format!("replace example.com/lib => {lib}"),
-                "replace example.com/other v1.2.0 => example.com/fork v1.2.1".to_string()
+                "replace example.com/other v1.2.0 => example.com/fork v1.2.1".to_string(),
+                format!("replace example.com/up => {parent}"),
             ]
         );
+        std::fs::write(
+            dir.path().join("go.mod"),
+            "module won-deals/v3 // the third\n",
+        )
+        .unwrap();
+        assert_eq!(module_path(dir.path()).unwrap(), "won-deals/v3");
         std::fs::write(dir.path().join("go.mod"), "go 1.25\n").unwrap();
         let err = module_path(dir.path()).unwrap_err().to_string();
         assert!(err.contains("no `module` line"), "{err}");

@@ -115,10 +115,12 @@ pub fn router(service: Arc<Service>) -> Router {
         .with_state(service)
 }
 
-/// A request refused before its body was read (a missing or wrong token is checked
-/// first) leaves unread bytes on the connection, and hyper closes it after answering
-/// unless the whole body had already arrived. Saying so in the answer keeps keep-alive
-/// clients from sending their next request on a connection the service is closing.
+/// A request refused before its body was read (a missing or wrong token, a path or
+/// method with no route, a body over the limit) leaves unread bytes on the connection,
+/// and hyper closes it after answering unless the whole body had already arrived.
+/// Saying so in the answer keeps keep-alive clients from sending their next request on
+/// a connection the service is closing. Refusals made after reading the body (a bad
+/// config, a conflict) keep the connection.
 async fn close_after_refused_body(request: Request, next: Next) -> Response {
     let headers = request.headers();
     let has_body = headers.contains_key(header::TRANSFER_ENCODING)
@@ -127,7 +129,15 @@ async fn close_after_refused_body(request: Request, next: Next) -> Response {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|length| length != "0");
     let mut response = next.run(request).await;
-    if has_body && !response.status().is_success() {
+    let refused_early = matches!(
+        response.status(),
+        StatusCode::UNAUTHORIZED
+            | StatusCode::FORBIDDEN
+            | StatusCode::NOT_FOUND
+            | StatusCode::METHOD_NOT_ALLOWED
+            | StatusCode::PAYLOAD_TOO_LARGE
+    );
+    if has_body && refused_early {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -456,6 +466,10 @@ mod tests {
                     .get(|| async { StatusCode::UNAUTHORIZED }),
             )
             .route("/accepted", put(|body: Bytes| async move { body }))
+            .route(
+                "/conflict",
+                put(|body: Bytes| async move { (StatusCode::CONFLICT, body) }),
+            )
             .layer(axum::middleware::from_fn(close_after_refused_body))
     }
 
@@ -475,15 +489,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn only_a_refusal_of_a_request_with_a_body_closes_the_connection() {
+    async fn only_an_early_refusal_of_a_request_with_a_body_closes_the_connection() {
         assert_eq!(
             connection_header(Method::PUT, "/refused", "{\"config\": \"...\"}").await,
             Some("close".to_string())
         );
         assert_eq!(connection_header(Method::GET, "/refused", "").await, None);
-        assert_eq!(
-            connection_header(Method::PUT, "/accepted", "{}").await,
-            None
-        );
+        for path in ["/accepted", "/conflict"] {
+            assert_eq!(connection_header(Method::PUT, path, "{}").await, None);
+        }
     }
 }

@@ -43,8 +43,7 @@ func transform(batch *sluice.Batch, out *sluice.Output) error {
 		if err != nil {
 			return err
 		}
-		key := sluice.ColumnValue("documentId")
-		_, err = out.Encode(sluice.EncodeSpec{Rows: rows, Key: &key})
+		_, err = out.Encode(sluice.EncodeSpec{Rows: rows, Key: sluice.ColumnValue("documentId")})
 		return err
 	case "rows":
 		all := batch.SelectChangeTypes(sluice.Insert, sluice.UpdatePreimage, sluice.UpdatePostimage, sluice.Delete)
@@ -60,7 +59,7 @@ func transform(batch *sluice.Batch, out *sluice.Output) error {
 		if !ok {
 			return sluice.FailRow(row, "The deal has no documentId.")
 		}
-		out.EmitKV(row, []byte(id), []byte(sluice.ChangeTypeName(batch.ChangeType(row))))
+		out.EmitKV(row, []byte(id), []byte(batch.ChangeType(row).String()))
 	}
 	return nil
 }

@@ -24,8 +24,7 @@ func init() {
 			Headers:           []sluice.Named{{Name: "change_type", Value: sluice.RowChangeType()}},
 		}
 		if key != "" {
-			field := sluice.ColumnValue(key)
-			spec.Key = &field
+			spec.Key = sluice.ColumnValue(key)
 		}
 		_, err := out.Encode(spec)
 		return err
