@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"sluice.dev/sluice"
@@ -216,7 +217,7 @@ func (h *host) Columns(names []string) ([]abi.Column, error) {
 	for _, name := range names {
 		i := slices.IndexFunc(h.columns, func(c abi.Column) bool { return c.Name == name })
 		if i < 0 {
-			return nil, fmt.Errorf("the batch has no column named `%s`", name)
+			return nil, fmt.Errorf("The batch has no column named `%s`.", name)
 		}
 		found = append(found, h.columns[i])
 	}
@@ -278,6 +279,10 @@ func holds(c *abi.Column, row int, p abi.Predicate) (bool, error) {
 	if !c.Valid[row] || p.Value.Kind == abi.Null {
 		return false, nil
 	}
+	constant := p.Value.Float
+	if p.Value.Kind == abi.Integer {
+		constant = float64(p.Value.Int)
+	}
 	var order int
 	switch {
 	case c.Strings != nil && p.Value.Kind == abi.String:
@@ -285,13 +290,17 @@ func holds(c *abi.Column, row int, p abi.Predicate) (bool, error) {
 	case c.Ints != nil && p.Value.Kind == abi.Integer:
 		order = cmp.Compare(c.Ints[row], p.Value.Int)
 	case c.Ints != nil && p.Value.Kind == abi.Float:
-		order = cmp.Compare(float64(c.Ints[row]), p.Value.Float)
+		order = cmp.Compare(float64(c.Ints[row]), constant)
 	case c.Floats != nil && (p.Value.Kind == abi.Float || p.Value.Kind == abi.Integer):
-		order = cmp.Compare(c.Floats[row], p.Value.Float+float64(p.Value.Int))
+		// NaN compares as nothing, as on the host.
+		if math.IsNaN(c.Floats[row]) || math.IsNaN(constant) {
+			return false, nil
+		}
+		order = cmp.Compare(c.Floats[row], constant)
 	case c.Bools != nil && p.Value.Kind == abi.Bool:
 		order = cmp.Compare(boolOrder(c.Bools[row]), boolOrder(p.Value.Bool))
 	default:
-		return false, fmt.Errorf("column `%s` cannot be compared with that constant", c.Name)
+		return false, fmt.Errorf("Cannot compare column `%s` (%s) with %s.", c.Name, kindNames[c.Kind], described(p.Value))
 	}
 	switch p.Op {
 	case abi.Equal:
@@ -307,6 +316,28 @@ func holds(c *abi.Column, row int, p abi.Predicate) (bool, error) {
 	default:
 		return order >= 0, nil
 	}
+}
+
+// kindNames name a column's kind as the host's messages do.
+var kindNames = map[abi.Kind]string{
+	abi.Boolean: "boolean", abi.Int32: "integer", abi.Int64: "integer", abi.Float32: "floating point",
+	abi.Float64: "floating point", abi.Utf8: "string", abi.Binary: "binary", abi.Date: "date",
+	abi.Timestamp: "timestamp", abi.TimestampNtz: "timestamp", abi.Decimal: "decimal", abi.Text: "nested",
+}
+
+// described shows a constant as the host's messages do.
+func described(s abi.Scalar) string {
+	switch s.Kind {
+	case abi.Bool:
+		return fmt.Sprintf("Boolean(%t)", s.Bool)
+	case abi.Integer:
+		return fmt.Sprintf("Integer(%d)", s.Int)
+	case abi.Float:
+		return fmt.Sprintf("Float(%v)", s.Float)
+	case abi.String:
+		return fmt.Sprintf("Text(%q)", s.Text)
+	}
+	return "Null"
 }
 
 func boolOrder(b bool) int {

@@ -103,6 +103,15 @@ func TestErrorsComeBackAsTheHostSeesThem(t *testing.T) {
 	}
 }
 
+func TestAComparisonTheHostRefusesIsRefusedWithItsWords(t *testing.T) {
+	b := batch()
+	b.Columns[1] = sluicetest.Column{Name: "stage", Values: []any{1, 2, 3, 4}}
+	_, err := sluicetest.Run(b, nil)
+	if err == nil || err.Error() != "Cannot compare column `stage` (integer) with Text(\"closedwon\")." {
+		t.Fatalf("got %v", err)
+	}
+}
+
 func TestABatchWhoseColumnsDisagreeIsRefused(t *testing.T) {
 	_, err := sluicetest.Run(sluicetest.Batch{Columns: []sluicetest.Column{
 		{Name: "a", Values: []any{1}},
