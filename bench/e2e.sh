@@ -57,4 +57,4 @@ fi
 trap '[ -n "$started" ] && "$root/scripts/kafka.sh" stop >&2; [ -n "$started_registry" ] && "$root/scripts/registry.sh" stop >&2' EXIT
 
 # The orchestrator writes tables with the deltalake package of the system python.
-python3 "$root/bench/e2e/run.py" --profile "$profile" --spark-python "$python" "$@"
+python3 "$root/bench/e2e/run.py" --profile "$profile" --spark-python "$python" --contestants "$contestants" "$@"
