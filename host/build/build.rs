@@ -13,21 +13,26 @@ const GENERATOR: &str = "wit-bindgen-go";
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    // Only the packages built for this host: others' sources may not be downloaded.
+    // Only the packages built for this target: others' sources may not be downloaded.
     let target = std::env::var("TARGET").unwrap();
-    let output = Command::new(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--offline",
-            "--filter-platform",
-        ])
-        .arg(target)
-        .arg("--manifest-path")
-        .arg(manifest_dir.join("Cargo.toml"))
-        .output()
-        .expect("cargo metadata runs");
+    let metadata = |offline: bool| {
+        let mut command = Command::new(&cargo);
+        command
+            .args(["metadata", "--format-version", "1", "--filter-platform"])
+            .arg(&target)
+            .arg("--manifest-path")
+            .arg(manifest_dir.join("Cargo.toml"));
+        if offline {
+            command.arg("--offline");
+        }
+        command.output().expect("cargo metadata runs")
+    };
+    // Offline first; a build of some packages only (`cargo build -p sluice`) may not
+    // have downloaded the workspace's other dependencies, which metadata lists.
+    let mut output = metadata(true);
+    if !output.status.success() {
+        output = metadata(false);
+    }
     assert!(
         output.status.success(),
         "cargo metadata failed: {}",
