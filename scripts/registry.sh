@@ -156,7 +156,14 @@ PY
 secured_start() {
   install
   if running "$secured_pid_file"; then
-    return
+    # The broker makes its certificates anew at every start; a registry started before
+    # still serves the old ones, which clients of the new CA refuse.
+    if [ "$tls_dir/broker.crt" -nt "$secured_pid_file" ]; then
+      echo "The secured schema registry serves certificates the broker has since replaced: restarting it."
+      stop_one "$secured_pid_file"
+    else
+      return
+    fi
   fi
   if [ ! -f "$tls_dir/broker.crt" ]; then
     echo "No test certificates in $tls_dir: run scripts/kafka.sh start first." >&2
