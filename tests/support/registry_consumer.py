@@ -109,7 +109,10 @@ def main():
     parser.add_argument("--registry-basic", help="user:password for the registry")
     args = parser.parse_args()
 
-    registry_config = {"url": args.registry}
+    # Apicurio once left a request unanswered on a keep-alive connection (after a 404),
+    # and without a timeout the test waited for ever; the client retries timed-out
+    # requests (max.retries) on a new connection.
+    registry_config = {"url": args.registry, "timeout": 10}
     if args.registry_ca:
         registry_config["ssl.ca.location"] = args.registry_ca
     if args.registry_basic:
