@@ -100,25 +100,30 @@ func (o *Output) Reject(row int, message string) {
 }
 
 // switchTo flushes records of another framing, so that records keep their order. A
-// framing is compared by its schemas' contents, which are copied: changing a Framing
-// after emitting with it does not change what was emitted.
+// framing is compared by its schemas' contents, copied only when they change: changing
+// a Framing after emitting with it does not change what was emitted.
 func (o *Output) switchTo(framing *Framing) {
-	next := abi.Framing{}
+	var key, value *OwnSchema
 	if framing != nil {
-		next = abi.Framing{Key: own(framing.Key), Value: own(framing.Value)}
+		key, value = framing.Key, framing.Value
 	}
-	if !sameSchema(next.Key, o.framing.Key) || !sameSchema(next.Value, o.framing.Value) {
-		o.flush()
-		o.framing = next
+	if holds(o.framing.Key, key) && holds(o.framing.Value, value) {
+		return
 	}
+	o.flush()
+	o.framing = abi.Framing{Key: own(key), Value: own(value)}
 }
 
-func sameSchema(a, b *abi.OwnSchema) bool {
-	if a == nil || b == nil {
-		return a == b
+// holds says whether the copy held is schema s.
+func holds(held *abi.OwnSchema, s *OwnSchema) bool {
+	if held == nil || s == nil {
+		return held == nil && s == nil
 	}
-	sameName := (a.Name == nil) == (b.Name == nil) && (a.Name == nil || *a.Name == *b.Name)
-	return a.Kind == b.Kind && a.Text == b.Text && sameName
+	name := ""
+	if held.Name != nil {
+		name = *held.Name
+	}
+	return held.Kind == s.Kind && held.Text == s.Text && name == s.Name
 }
 
 func (o *Output) flushIfLarge() {

@@ -212,17 +212,23 @@ pub fn deals_table(table: &Path, args: &[&str]) {
     assert!(status.success(), "deals_table.py {args:?} failed");
 }
 
-/// The records `sluice preview` shows of `module` on `table` (one JSON object each);
-/// the preview must succeed.
-pub fn preview_records(table: &Path, module: &Path, args: &[&str]) -> Vec<serde_json::Value> {
-    let output = Command::new(sluice_binary())
+/// What `sluice preview` of `module` on `table` (with more `args`) printed and how it
+/// exited.
+pub fn preview_output(table: &Path, module: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(sluice_binary())
         .args(["preview", "--table"])
         .arg(table)
         .arg("--module")
         .arg(module)
         .args(args)
         .output()
-        .expect("sluice runs");
+        .expect("sluice runs")
+}
+
+/// The records `sluice preview` shows of `module` on `table` (one JSON object each);
+/// the preview must succeed.
+pub fn preview_records(table: &Path, module: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+    let output = preview_output(table, module, args);
     assert!(
         output.status.success(),
         "preview failed: {}",

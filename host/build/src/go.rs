@@ -16,7 +16,7 @@ use crate::{BuildError, BuildOptions, Language};
 include!(concat!(env!("OUT_DIR"), "/go_runtime.rs"));
 
 /// The SDK module's path, as transforms import it.
-pub(crate) const SDK_MODULE: &str = "sluice.dev/sluice";
+const SDK_MODULE: &str = "sluice.dev/sluice";
 
 /// The runtime package's module path, as the generated bindings import it.
 const RUNTIME_MODULE: &str = "go.bytecodealliance.org/pkg";
@@ -42,7 +42,7 @@ fn manifest_lines(dir: &Path) -> Result<Vec<String>, BuildError> {
 }
 
 /// The module path a project's `go.mod` declares.
-pub(crate) fn module_path(dir: &Path) -> Result<String, BuildError> {
+fn module_path(dir: &Path) -> Result<String, BuildError> {
     manifest_lines(dir)?
         .iter()
         .find_map(|line| line.strip_prefix("module "))

@@ -6,25 +6,13 @@
 //! (the last one also from Python) make identical records.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use sluice_tests::{
-    deals_table, preview_records, repo_root, sluice_binary, transform_component, wasip2_component,
+    deals_table, preview_output, preview_records, repo_root, transform_component, wasip2_component,
 };
 
-fn preview(table: &Path, module: &Path, args: &[&str]) -> Output {
-    Command::new(sluice_binary())
-        .args(["preview", "--table"])
-        .arg(table)
-        .arg("--module")
-        .arg(module)
-        .args(args)
-        .output()
-        .expect("sluice runs")
-}
-
 fn preview_ok(table: &Path, module: &Path, args: &[&str]) -> String {
-    let output = preview(table, module, args);
+    let output = preview_output(table, module, args);
     assert!(
         output.status.success(),
         "preview failed: {}",
@@ -34,7 +22,7 @@ fn preview_ok(table: &Path, module: &Path, args: &[&str]) -> String {
 }
 
 fn preview_err(table: &Path, module: &Path) -> String {
-    let output = preview(table, module, &[]);
+    let output = preview_output(table, module, &[]);
     assert!(!output.status.success(), "preview succeeded");
     String::from_utf8(output.stderr).unwrap()
 }
@@ -100,7 +88,7 @@ fn bytes_that_do_not_decode_with_the_modules_own_schema_fail_the_batch() {
     let table = small_table(work.path());
     let module = transform_component("own-schema");
     for format in ["avro", "protobuf", "json-schema"] {
-        let output = preview(
+        let output = preview_output(
             &table,
             &module,
             &[
@@ -211,7 +199,7 @@ fn the_arrow_typed_and_helper_paths_make_identical_records() {
 fn a_module_flooding_the_log_is_rate_limited_and_keeps_working() {
     let work = tempfile::tempdir().unwrap();
     let table = small_table(work.path());
-    let output = preview(
+    let output = preview_output(
         &table,
         &transform_component("misbehaving/behaviors"),
         &["--param", "behavior=flood", "--param", "bad_ids=deal-0002"],
