@@ -68,9 +68,12 @@ python3 -c 'import pytest' 2>/dev/null ||
 # Python transforms are built into components with componentize-py.
 command -v componentize-py >/dev/null && componentize-py --version | grep -q ' 0.25.1$' ||
   python3 -m pip install --quiet --disable-pip-version-check 'componentize-py==0.25.1'
-# A local S3 endpoint for the object-store tests.
+# A local S3 endpoint for the object-store tests, and the clients that upload tables to
+# the emulators (S3 and Azure Blob).
 python3 -c 'import moto.server, boto3' 2>/dev/null ||
   python3 -m pip install --quiet --disable-pip-version-check 'moto[server]==5.2.1'
+python3 -c 'import azure.storage.blob' 2>/dev/null ||
+  python3 -m pip install --quiet --disable-pip-version-check 'azure-storage-blob==12.31.1'
 
 # Confluent's client and its schema-registry deserializers read the encoding tests' topics
 # (protoc from grpcio-tools compiles the Protobuf consumer's message class).
@@ -79,3 +82,4 @@ python3 -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.schema_
 
 "$here/kafka.sh" install
 "$here/registry.sh" install
+"$here/stores.sh" install

@@ -3,6 +3,7 @@
 //! the `sluice` binary, and a read_committed consumer.
 
 pub mod service;
+pub mod stores;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -19,7 +19,7 @@ use crate::start::configured_start;
 /// What one part of a pipeline was found to be.
 #[derive(Debug)]
 pub struct Finding {
-    /// `config`, `table`, `module`, `registry` or `kafka`.
+    /// `config`, `table`, `storage`, `module`, `registry` or `kafka`.
     pub part: &'static str,
     /// What was checked and found, or the problem and what to do, in a sentence.
     pub message: String,
@@ -61,6 +61,9 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
     )];
     let (table, readable) = check_table(&config).await;
     findings.push(table);
+    if let Some((feed, _, _)) = &readable {
+        findings.push(check_storage(feed.clone()).await);
+    }
     let stage_config = config.clone();
     let mut instance = None;
     findings.push(
@@ -274,12 +277,29 @@ fn check_schemas(
     findings
 }
 
+/// Reads the table's storage directly: the log listed and its newest commit read, with
+/// the kind of store and where its credentials came from.
+async fn check_storage(feed: Arc<ChangeFeed>) -> Finding {
+    match tokio::task::spawn_blocking(move || feed.check_storage()).await {
+        Ok(Ok(access)) => Finding::ok(
+            "storage",
+            format!(
+                "The table is in {} (credentials: {}); its log lists {} files and {} ({} bytes) was read.",
+                access.kind, access.credentials, access.log_files, access.read, access.bytes
+            ),
+        ),
+        Ok(Err(e)) => Finding::problem("storage", e),
+        Err(e) => Finding::problem("storage", format!("The storage check crashed: {e}")),
+    }
+}
+
 async fn check_table(
     config: &PipelineConfig,
 ) -> (Finding, Option<(Arc<ChangeFeed>, Position, u64)>) {
     let options = SourceOptions {
         batch_rows: config.source.batch_rows,
         storage_options: config.source.storage_options.clone().into_iter().collect(),
+        ..SourceOptions::default()
     };
     let table = config.source.table.clone();
     let feed = match tokio::task::spawn_blocking(move || ChangeFeed::open(&table, options)).await {

@@ -100,10 +100,11 @@ impl PipelineError {
         matches!(self, PipelineError::Sink(SinkError::Fenced { .. }))
     }
 
-    /// Whether redoing the work from the last committed position may succeed: Kafka or
-    /// the schema registry was away for a moment.
+    /// Whether redoing the work from the last committed position may succeed: Kafka,
+    /// the schema registry or the table's storage was away for a moment.
     pub fn is_retriable(&self) -> bool {
         match self {
+            PipelineError::Source(e) => e.is_transient(),
             PipelineError::Sink(e) => e.is_retriable(),
             PipelineError::Registry { source, .. } => source.is_transient(),
             _ => false,

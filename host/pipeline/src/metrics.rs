@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use sluice_engine::{TransformError, TrapKind};
-use sluice_source::Position;
+use sluice_source::{Position, StorageMetrics};
 
 use crate::stage::StageOutput;
 
@@ -27,6 +27,9 @@ pub struct PipelineMetrics {
     host_limits: AtomicU64,
     sink_retries: AtomicU64,
     registry_retries: AtomicU64,
+    source_retries: AtomicU64,
+    /// The table's storage requests, counted by its HTTP client.
+    pub(crate) storage: std::sync::Arc<StorageMetrics>,
     batches: AtomicU64,
     guest_nanos: AtomicU64,
     buckets: [AtomicU64; BATCH_SECONDS_BUCKETS.len()],
@@ -139,6 +142,14 @@ pub struct MetricsSnapshot {
     pub sink_retries: u64,
     /// Times the pipeline redid work after the schema registry did not answer.
     pub registry_retries: u64,
+    /// Times the pipeline read again from its position after the table's storage
+    /// failed past the object store's own retries.
+    pub source_retries: u64,
+    /// HTTP requests sent to the table's store (none for a local table).
+    pub storage_requests: u64,
+    /// Of those, the ones that failed (transport error, timeout, 5xx or 429) and were
+    /// retried by the object store.
+    pub storage_failures: u64,
     /// Batches through the module.
     pub batches: u64,
     /// Seconds spent in the module (wall time of its calls).
@@ -207,6 +218,10 @@ impl PipelineMetrics {
         self.registry_retries.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn count_source_retry(&self) {
+        self.source_retries.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn record_commit(&self, rows: u64, records: u64, bytes: u64, position: Position) {
         self.rows_in.fetch_add(rows, Ordering::Relaxed);
         self.records_out.fetch_add(records, Ordering::Relaxed);
@@ -250,6 +265,9 @@ impl PipelineMetrics {
             host_limits: load(&self.host_limits),
             sink_retries: load(&self.sink_retries),
             registry_retries: load(&self.registry_retries),
+            source_retries: load(&self.source_retries),
+            storage_requests: self.storage.requests(),
+            storage_failures: self.storage.failures(),
             batches: load(&self.batches),
             guest_seconds: load(&self.guest_nanos) as f64 / 1e9,
             batch_seconds_buckets: std::array::from_fn(|i| load(&self.buckets[i])),

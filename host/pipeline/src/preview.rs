@@ -98,6 +98,7 @@ pub fn preview(
         SourceOptions {
             batch_rows: options.batch_rows,
             storage_options: options.storage_options.clone(),
+            ..SourceOptions::default()
         },
     )?;
     let to = match options.to {

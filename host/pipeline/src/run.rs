@@ -98,8 +98,12 @@ pub struct RunControls {
 /// Pause before redoing work after an aborted transaction.
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
-/// Aborted transactions in a row, without a commit in between, after which the
-/// pipeline stops instead of retrying: the cause is not transient.
+/// Longest pause between reads of a table whose storage keeps failing.
+const MAX_STORAGE_PAUSE: Duration = Duration::from_secs(30);
+
+/// Failed attempts in a row, without a commit in between, after which the pipeline
+/// stops instead of retrying: the cause is not transient. With storage pauses that is
+/// about three minutes on top of the object store's own retries.
 const MAX_RETRIES: u32 = 10;
 
 /// The Kafka settings of a pipeline.
@@ -221,8 +225,9 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
     }
     result?;
     let summary = pipeline.summary;
-    let stages = pipeline.metrics.snapshot().stage_seconds;
-    tracing::info!(pipeline = name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, rows_failed = summary.rows_failed, %stages, "Pipeline stopped.");
+    let counters = pipeline.metrics.snapshot();
+    let stages = counters.stage_seconds;
+    tracing::info!(pipeline = name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, rows_failed = summary.rows_failed, storage_requests = counters.storage_requests, storage_failures = counters.storage_failures, source_retries = counters.source_retries, %stages, "Pipeline stopped.");
     Ok(summary)
 }
 
@@ -300,7 +305,15 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
             if *shutdown.borrow() {
                 break;
             }
-            let latest = latest_version(&self.feed).await?;
+            let latest = match latest_version(&self.feed).await {
+                Ok(latest) => latest,
+                Err(e) if e.is_retriable() && retries < MAX_RETRIES => {
+                    retries += 1;
+                    self.pause_before_retry(&e, retries, shutdown).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             self.metrics.record_latest(latest);
             if self.summary.position.version <= latest {
                 idle_since = None;
@@ -318,18 +331,7 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
                         } else {
                             1
                         };
-                        tracing::warn!(pipeline = name, error = %e, position = %self.summary.position, "Redoing the work from the last committed position.");
-                        match &e {
-                            PipelineError::Registry { .. } => self.metrics.count_registry_retry(),
-                            _ => self.metrics.count_sink_retry(),
-                        }
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                        if let PipelineError::Sink(e) = &e
-                            && e.needs_reconnect()
-                        {
-                            // The next use connects afresh.
-                            self.delivery = None;
-                        }
+                        self.pause_before_retry(&e, retries, shutdown).await;
                         continue;
                     }
                     Err(e) => return Err(e),
@@ -364,6 +366,48 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
             idle_wait = (idle_wait * 2).min(max_wait);
         }
         Ok(())
+    }
+
+    /// Counts and logs a failure the pipeline retries, and waits before the retry (or
+    /// until shutdown): a moment for Kafka and the registry; for storage, twice as long
+    /// each time up to [`MAX_STORAGE_PAUSE`], as its outages last longer.
+    async fn pause_before_retry(
+        &mut self,
+        error: &PipelineError,
+        retries: u32,
+        shutdown: &mut watch::Receiver<bool>,
+    ) {
+        let name = self.name;
+        let position = self.summary.position;
+        let pause = match error {
+            PipelineError::Source(_) => {
+                self.metrics.count_source_retry();
+                let pause = (RETRY_PAUSE * 2u32.pow(retries.saturating_sub(1).min(8)))
+                    .min(MAX_STORAGE_PAUSE);
+                tracing::warn!(pipeline = name, error = %error, %position, retry = retries, pause_seconds = pause.as_secs_f64(), "Reading the table failed; reading again from the last committed position after a pause.");
+                pause
+            }
+            PipelineError::Registry { .. } => {
+                self.metrics.count_registry_retry();
+                tracing::warn!(pipeline = name, error = %error, %position, "Redoing the work from the last committed position.");
+                RETRY_PAUSE
+            }
+            _ => {
+                self.metrics.count_sink_retry();
+                tracing::warn!(pipeline = name, error = %error, %position, "Redoing the work from the last committed position.");
+                RETRY_PAUSE
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.changed() => {}
+        }
+        if let PipelineError::Sink(e) = error
+            && e.needs_reconnect()
+        {
+            // The next use connects afresh.
+            self.delivery = None;
+        }
     }
 
     /// The sink, connected first if it is not.

@@ -78,6 +78,7 @@ pub(crate) async fn start<D: Delivery>(
     let options = SourceOptions {
         batch_rows: config.source.batch_rows,
         storage_options: config.source.storage_options.clone().into_iter().collect(),
+        storage_metrics: metrics.storage.clone(),
     };
     let table = config.source.table.clone();
     let feed = async {

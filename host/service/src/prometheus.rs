@@ -52,7 +52,7 @@ pub fn render(statuses: &[PipelineStatus]) -> String {
     family(
         "sluice_pipeline_errors_total",
         "counter",
-        "Failures by kind: row (a row the module failed on), batch (rows of a batch that failed as a whole), trap (module traps, retries included), host_limit (the traps where the module made the host spend past its budgets), sink_retry (work redone after Kafka aborted a transaction), registry_retry (work redone after the schema registry did not answer).",
+        "Failures by kind: row (a row the module failed on), batch (rows of a batch that failed as a whole), trap (module traps, retries included), host_limit (the traps where the module made the host spend past its budgets), sink_retry (work redone after Kafka aborted a transaction), registry_retry (work redone after the schema registry did not answer), source_retry (the table read again after its storage failed past the object store's retries), storage_request (storage requests that failed and were retried by the object store).",
         &mut |out: &mut String| {
             for s in statuses {
                 let c = &s.counters;
@@ -63,6 +63,8 @@ pub fn render(statuses: &[PipelineStatus]) -> String {
                     ("host_limit", c.host_limits),
                     ("sink_retry", c.sink_retries),
                     ("registry_retry", c.registry_retries),
+                    ("source_retry", c.source_retries),
+                    ("storage_request", c.storage_failures),
                 ] {
                     let _ = writeln!(
                         out,
@@ -72,6 +74,14 @@ pub fn render(statuses: &[PipelineStatus]) -> String {
                 }
             }
         },
+    );
+    family(
+        "sluice_pipeline_storage_requests_total",
+        "counter",
+        "HTTP requests sent to the table's object store (none for a local table).",
+        &mut counter("sluice_pipeline_storage_requests_total", |s| {
+            s.counters.storage_requests as f64
+        }),
     );
     family(
         "sluice_pipeline_lag_versions",

@@ -1,6 +1,7 @@
 //! Errors of reading a change feed, each saying what to do.
 
 use delta_kernel::KernelError;
+use delta_kernel::object_store;
 
 /// Why a change feed could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +18,46 @@ pub enum SourceError {
         table: String,
         /// Why it does not parse.
         reason: String,
+    },
+    /// A configured storage option is not one the table's store knows.
+    #[error(
+        "Table {table}: `{key}` in [source.storage_options] is not an option of {store}. Check its spelling against docs/source.md; options are named as in the object store crate (for example `aws_endpoint`, `azure_storage_account_name`, `google_service_account`)."
+    )]
+    UnknownStorageOption {
+        /// The configured location.
+        table: String,
+        /// The kind of store.
+        store: String,
+        /// The option as configured.
+        key: String,
+    },
+    /// The store's options do not make a usable store (a missing account, a bad URL).
+    #[error(
+        "Table {table}: cannot set up {store} access: {detail}. Check [source.storage_options] and the environment (docs/source.md lists what each store needs)."
+    )]
+    StorageConfig {
+        /// The configured location.
+        table: String,
+        /// The kind of store.
+        store: String,
+        /// The object store's explanation.
+        detail: String,
+    },
+    /// The store refused or failed a direct read of the table's files.
+    #[error(
+        "Table {table}: {action} in {store} failed (credentials: {credentials}): {detail}. Check the credentials and that they may read the table's location, and the endpoint in [source.storage_options]."
+    )]
+    StorageAccess {
+        /// The configured location.
+        table: String,
+        /// The kind of store.
+        store: String,
+        /// Where the credentials came from.
+        credentials: String,
+        /// What was being done.
+        action: String,
+        /// The store's explanation.
+        detail: String,
     },
     /// Nothing exists at the table's path.
     #[error("Table path {table} does not exist. Check `table` in the [source] section.")]
@@ -61,6 +102,17 @@ pub enum SourceError {
         requested: u64,
         /// The earliest version still available.
         earliest: u64,
+    },
+    /// The store listed the log without a version that earlier ones are listed before:
+    /// the listing failed part way (a storage fault), not log retention.
+    #[error(
+        "Table {table}: the store's listing of the log left out version {version} although earlier versions are listed, so the listing was cut short by a storage fault. The read is retried; if this persists, check the store's health."
+    )]
+    LogListingIncomplete {
+        /// The configured location.
+        table: String,
+        /// The version left out.
+        version: u64,
     },
     /// The schema changed in a way a reader cannot follow (a column dropped, renamed or
     /// retyped).
@@ -122,4 +174,101 @@ pub enum SourceError {
         /// Version after.
         found: u64,
     },
+}
+
+impl SourceError {
+    /// Whether the error is the table's storage failing for a while (connections reset
+    /// or refused, timeouts, 5xx answers, all after the object store's own retries), so
+    /// reading again later can succeed.
+    pub fn is_transient(&self) -> bool {
+        let source = match self {
+            SourceError::Kernel { source, .. } => source,
+            SourceError::LogListingIncomplete { .. } => return true,
+            _ => return false,
+        };
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+        while let Some(error) = cause {
+            if let Some(store) = error.downcast_ref::<object_store::Error>() {
+                return matches!(store, object_store::Error::Generic { .. });
+            }
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                use std::io::ErrorKind::*;
+                if matches!(
+                    io.kind(),
+                    ConnectionReset
+                        | ConnectionAborted
+                        | ConnectionRefused
+                        | TimedOut
+                        | UnexpectedEof
+                        | BrokenPipe
+                        | Interrupted
+                ) {
+                    return true;
+                }
+            }
+            cause = error.source();
+        }
+        // Some readers keep only the message of the store's error.
+        let message = source.to_string();
+        TRANSIENT_MARKERS
+            .iter()
+            .any(|marker| message.contains(marker))
+    }
+}
+
+/// What the object store's messages say when the store, not the request, failed.
+const TRANSIENT_MARKERS: [&str; 6] = [
+    "max_retries",
+    "error sending request",
+    "Service Unavailable",
+    "Internal Server Error",
+    "connection reset",
+    "timed out",
+];
+
+/// A kernel error while doing `context` on `table`.
+pub(crate) fn kernel_error(table: &str, context: &str, source: KernelError) -> SourceError {
+    SourceError::Kernel {
+        table: table.to_string(),
+        context: context.to_string(),
+        source: Box::new(source),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(source: KernelError) -> SourceError {
+        kernel_error("s3://lake/deals", "reading", source)
+    }
+
+    #[test]
+    fn storage_failures_are_transient_and_refusals_are_not() {
+        let failed = object_store::Error::Generic {
+            store: "S3",
+            source: "connection reset by peer".into(),
+        };
+        assert!(kernel(KernelError::ObjectStore(failed)).is_transient());
+        let missing = object_store::Error::NotFound {
+            path: "deals/_delta_log/0.json".into(),
+            source: "404".into(),
+        };
+        assert!(!kernel(KernelError::ObjectStore(missing)).is_transient());
+        let refused = object_store::Error::PermissionDenied {
+            path: "deals".into(),
+            source: "403".into(),
+        };
+        assert!(!kernel(KernelError::ObjectStore(refused)).is_transient());
+        // A reader that kept only the message.
+        let said = KernelError::Generic(
+            "Generic S3 error: error sending request, after 10 retries, max_retries: 10".into(),
+        );
+        assert!(kernel(said).is_transient());
+        assert!(!kernel(KernelError::Generic("bad schema".into())).is_transient());
+        let not_storage = SourceError::TableNotFound {
+            table: "/data/deals".into(),
+        };
+        assert!(!not_storage.is_transient());
+    }
 }

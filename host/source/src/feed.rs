@@ -8,16 +8,19 @@ use delta_kernel::arrow::compute::cast;
 use delta_kernel::arrow::datatypes::{DataType, Int64Type};
 use delta_kernel::engine::arrow_data::ArrowEngineData;
 use delta_kernel::history_manager::timestamp_range_to_versions;
+use delta_kernel::object_store::path::Path as ObjectPath;
+use delta_kernel::object_store::{self, DynObjectStore, GetOptions};
 use delta_kernel::schema::StructType;
 use delta_kernel::table_changes::TableChanges;
 use delta_kernel::{Engine, EngineData, KernelError, Snapshot, SnapshotRef};
 use delta_kernel_default_engine::DefaultEngineBuilder;
+use delta_kernel_default_engine::executor::TaskExecutor;
 use delta_kernel_default_engine::executor::tokio::TokioMultiThreadExecutor;
-use delta_kernel_default_engine::storage::store_from_url_opts;
 use url::Url;
 
 use crate::coalesce::coalesce;
-use crate::error::SourceError;
+use crate::error::{SourceError, kernel_error};
+use crate::storage::{StorageMetrics, StoreKind, open_store};
 use sluice_position::Position;
 
 /// How to read a table.
@@ -25,8 +28,11 @@ use sluice_position::Position;
 pub struct SourceOptions {
     /// Most rows in one batch.
     pub batch_rows: usize,
-    /// Options for the object store (for example `aws_endpoint`), passed as given.
+    /// Options for the object store (for example `aws_endpoint`); a key the table's
+    /// store does not know is an error.
     pub storage_options: Vec<(String, String)>,
+    /// Where the table's storage requests are counted.
+    pub storage_metrics: Arc<StorageMetrics>,
 }
 
 impl Default for SourceOptions {
@@ -34,8 +40,24 @@ impl Default for SourceOptions {
         SourceOptions {
             batch_rows: 10_000,
             storage_options: Vec::new(),
+            storage_metrics: Arc::default(),
         }
     }
+}
+
+/// What reading a table's storage directly found: the log listed and one commit read.
+#[derive(Clone, Debug)]
+pub struct StorageAccess {
+    /// The kind of store.
+    pub kind: StoreKind,
+    /// Where its credentials come from, in words.
+    pub credentials: String,
+    /// Files in `_delta_log/`.
+    pub log_files: usize,
+    /// The newest commit file, read whole.
+    pub read: String,
+    /// Its size in bytes.
+    pub bytes: usize,
 }
 
 /// A batch of change rows and the position right after its last row.
@@ -68,6 +90,9 @@ pub struct ChangeFeed {
     pub(crate) url: Url,
     pub(crate) engine: Arc<dyn Engine>,
     pub(crate) options: SourceOptions,
+    store: Arc<DynObjectStore>,
+    store_kind: StoreKind,
+    credentials: String,
     /// The newest snapshot seen, which the next look for new versions updates from
     /// instead of replaying the log again.
     latest: Mutex<Option<SnapshotRef>>,
@@ -77,10 +102,14 @@ impl ChangeFeed {
     /// Opens a table and checks that its change data feed can be read.
     pub fn open(table: &str, options: SourceOptions) -> Result<ChangeFeed, SourceError> {
         let url = table_url(table)?;
-        let store = store_from_url_opts(&url, with_environment(&url, &options.storage_options))
-            .map_err(|e| kernel_error(table, "opening its storage", e))?;
+        let opened = open_store(
+            table,
+            &url,
+            &options.storage_options,
+            options.storage_metrics.clone(),
+        )?;
         let engine: Arc<dyn Engine> = Arc::new(
-            DefaultEngineBuilder::new(store)
+            DefaultEngineBuilder::new(opened.store.clone())
                 .with_task_executor(reads_runtime()?)
                 .build(),
         );
@@ -89,6 +118,9 @@ impl ChangeFeed {
             url,
             engine,
             options,
+            store: opened.store,
+            store_kind: opened.kind,
+            credentials: opened.credentials,
             latest: Mutex::new(None),
         };
         let snapshot = feed.snapshot()?;
@@ -103,6 +135,68 @@ impl ChangeFeed {
     /// The table as configured.
     pub fn table(&self) -> &str {
         &self.table
+    }
+
+    /// The kind of store the table is in.
+    pub fn store_kind(&self) -> StoreKind {
+        self.store_kind
+    }
+
+    /// Where the store's credentials come from, in words (never the secret).
+    pub fn credential_source(&self) -> &str {
+        &self.credentials
+    }
+
+    /// Lists the table's log and reads its newest commit file straight from the store,
+    /// so a storage problem (credentials, permissions, endpoint) is named as such.
+    pub fn check_storage(&self) -> Result<StorageAccess, SourceError> {
+        let store = self.store.clone();
+        let log = ObjectPath::from_url_path(self.url.path())
+            .map(|root| root.join("_delta_log"))
+            .map_err(|e| SourceError::InvalidLocation {
+                table: self.table.clone(),
+                reason: e.to_string(),
+            })?;
+        let failed = |action: &str, error: object_store::Error| SourceError::StorageAccess {
+            table: self.table.clone(),
+            store: self.store_kind.to_string(),
+            credentials: self.credentials.clone(),
+            action: action.to_string(),
+            detail: error.to_string(),
+        };
+        let listing = {
+            let (store, log) = (store.clone(), log.clone());
+            reads_runtime()?.block_on(async move { store.list_with_delimiter(Some(&log)).await })
+        }
+        .map_err(|e| failed("listing _delta_log/", e))?;
+        let newest = listing
+            .objects
+            .iter()
+            .filter(|object| object.location.as_ref().ends_with(".json"))
+            .max_by(|a, b| a.location.cmp(&b.location))
+            .ok_or_else(|| SourceError::NotADeltaTable {
+                table: self.table.clone(),
+            })?
+            .location
+            .clone();
+        let read = {
+            let location = newest.clone();
+            reads_runtime()?.block_on(async move {
+                store
+                    .get_opts(&location, GetOptions::default())
+                    .await?
+                    .bytes()
+                    .await
+            })
+        }
+        .map_err(|e| failed(&format!("reading {newest}"), e))?;
+        Ok(StorageAccess {
+            kind: self.store_kind,
+            credentials: self.credentials.clone(),
+            log_files: listing.objects.len(),
+            read: newest.filename().unwrap_or_default().to_string(),
+            bytes: read.len(),
+        })
     }
 
     /// The table's newest version. Looks only at the log after the newest version seen
@@ -412,26 +506,6 @@ fn commit_versions(table: &str, batch: &RecordBatch) -> Result<Vec<u64>, SourceE
     Ok(column.values().iter().map(|&v| v as u64).collect())
 }
 
-/// The storage options plus the store's settings from the environment (`AWS_*` for
-/// `s3://`, `AZURE_*` for `az://` and `abfss://`, `GOOGLE_*` for `gs://`), as the
-/// object store's own `from_env` would read them; configured options win.
-fn with_environment(url: &Url, configured: &[(String, String)]) -> Vec<(String, String)> {
-    let prefix = match url.scheme() {
-        "s3" | "s3a" => "AWS_",
-        "az" | "adl" | "azure" | "abfs" | "abfss" => "AZURE_",
-        "gs" => "GOOGLE_",
-        _ => return configured.to_vec(),
-    };
-    let mut options = configured.to_vec();
-    for (name, value) in std::env::vars() {
-        let key = name.to_ascii_lowercase();
-        if name.starts_with(prefix) && !options.iter().any(|(k, _)| *k == key) {
-            options.push((key, value));
-        }
-    }
-    options
-}
-
 fn table_url(table: &str) -> Result<Url, SourceError> {
     let invalid = |reason: String| SourceError::InvalidLocation {
         table: table.to_string(),
@@ -464,20 +538,21 @@ fn table_url(table: &str) -> Result<Url, SourceError> {
     Url::from_directory_path(&absolute).map_err(|()| invalid("not an absolute path".into()))
 }
 
-pub(crate) fn kernel_error(table: &str, context: &str, source: KernelError) -> SourceError {
-    SourceError::Kernel {
-        table: table.to_string(),
-        context: context.to_string(),
-        source: Box::new(source),
-    }
-}
-
 fn classify(table: &str, start: u64, end: u64, error: KernelError) -> SourceError {
     let table_s = table.to_string();
     match error {
         KernelError::ChangeDataFeedUnsupported(version) => SourceError::CdfDisabledInRange {
             table: table_s,
             version,
+        },
+        // An earlier version is there, so this one was cleaned up by nothing: the store's
+        // listing was cut short.
+        KernelError::StartVersionNotFound {
+            requested,
+            earliest,
+        } if earliest <= requested => SourceError::LogListingIncomplete {
+            table: table_s,
+            version: requested,
         },
         KernelError::StartVersionNotFound {
             requested,

@@ -8,10 +8,12 @@ mod coalesce;
 mod error;
 mod feed;
 mod snapshot;
+mod storage;
 
 pub use error::SourceError;
-pub use feed::{ChangeBatch, ChangeFeed, SourceOptions};
+pub use feed::{ChangeBatch, ChangeFeed, SourceOptions, StorageAccess};
 pub use sluice_position::Position;
+pub use storage::{StorageMetrics, StoreKind};
 
 /// The Arrow crate the reader's batches are made of.
 pub use delta_kernel::arrow;

@@ -12,7 +12,8 @@ use delta_kernel::{Engine, FileMeta, KernelError, Snapshot};
 
 use crate::coalesce::coalesce;
 use crate::error::SourceError;
-use crate::feed::{ChangeBatch, ChangeFeed, kernel_error};
+use crate::error::kernel_error;
+use crate::feed::{ChangeBatch, ChangeFeed};
 use sluice_position::Position;
 
 impl ChangeFeed {
