@@ -360,15 +360,34 @@ connect_timeout = "10s"
 
     /// Waits until the stored position reaches `version` (row offset 0).
     pub fn wait_for_position(&self, child: &mut Child, version: u64, timeout: Duration) {
+        self.wait_for_position_logging(child, version, timeout, None);
+    }
+
+    /// Waits as `wait_for_position` does; a failure shows the child's log from `log`.
+    pub fn wait_for_position_logging(
+        &self,
+        child: &mut Child,
+        version: u64,
+        timeout: Duration,
+        log: Option<&Path>,
+    ) {
+        let shown = || {
+            log.map(|log| format!(":\n{}", std::fs::read_to_string(log).unwrap_or_default()))
+                .unwrap_or_default()
+        };
         let deadline = Instant::now() + timeout;
         while self.position() < Some((version, 0)) {
             if let Some(status) = child.try_wait().expect("the child can be polled") {
-                panic!("sluice exited with {status} before reaching version {version}");
+                panic!(
+                    "sluice exited with {status} before reaching version {version}{}",
+                    shown()
+                );
             }
             assert!(
                 Instant::now() < deadline,
-                "sluice did not reach version {version} in {timeout:?}; position {:?}",
-                self.position()
+                "sluice did not reach version {version} in {timeout:?}; position {:?}{}",
+                self.position(),
+                shown()
             );
             std::thread::sleep(Duration::from_millis(50));
         }

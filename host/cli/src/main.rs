@@ -320,6 +320,7 @@ async fn main() -> anyhow::Result<()> {
                     limit,
                     params,
                     storage_options,
+                    catalog: None,
                     batch_rows: batch_rows.unwrap_or(10_000),
                     encoding: None,
                 },

@@ -9,7 +9,7 @@ use sluice_engine::TransformInstance;
 use sluice_registry::{
     HttpRegistry, Registration, RegistryError, RegistrySettings, SchemaRegistry,
 };
-use sluice_source::{ChangeFeed, Position, SourceOptions};
+use sluice_source::{ChangeFeed, Position};
 
 use crate::config::PipelineConfig;
 use crate::run::sink_config;
@@ -296,11 +296,7 @@ async fn check_storage(feed: Arc<ChangeFeed>) -> Finding {
 async fn check_table(
     config: &PipelineConfig,
 ) -> (Finding, Option<(Arc<ChangeFeed>, Position, u64)>) {
-    let options = SourceOptions {
-        batch_rows: config.source.batch_rows,
-        storage_options: config.source.storage_options.clone().into_iter().collect(),
-        ..SourceOptions::default()
-    };
+    let options = config.source_options();
     let table = config.source.table.clone();
     let feed = match tokio::task::spawn_blocking(move || ChangeFeed::open(&table, options)).await {
         Ok(Ok(feed)) => Arc::new(feed),

@@ -7,11 +7,13 @@ use std::time::Duration;
 use serde::Deserialize;
 use std::sync::Arc;
 
+use sluice_catalog::{Catalog, TableName, UnityCatalog};
 use sluice_encoding::{
     Envelope, Format, KeyFormat, ProtobufSchema, SubjectStrategy, SuppliedSchema, ValueFormat,
     invalid_avro_name,
 };
 use sluice_registry::{RegistryAuth, RegistrySettings};
+use sluice_source::SourceOptions;
 
 /// A pipeline: one table's change feed, one transform, one Kafka topic.
 #[derive(Clone, Debug, Deserialize)]
@@ -40,8 +42,12 @@ pub struct PipelineSection {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSection {
-    /// Table location: a local path (relative to the config file) or a URL.
+    /// Table location: a local path (relative to the config file) or a URL; with
+    /// `[source.catalog]`, the table's name in the catalog, `catalog.schema.table`.
     pub table: String,
+    /// The Unity Catalog that names the table and vends credentials to read it.
+    #[serde(default)]
+    pub catalog: Option<CatalogSection>,
     /// Where to start when the pipeline has no stored position: a version number,
     /// `"earliest"` (the default: version 0), or `"latest"` for only changes committed
     /// from now on.
@@ -69,6 +75,22 @@ pub struct SourceSection {
     /// Object store options (for example `aws_endpoint`), passed as given.
     #[serde(default)]
     pub storage_options: BTreeMap<String, String>,
+}
+
+/// `[source.catalog]`: a Unity Catalog server.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogSection {
+    /// The server's URL (Databricks: the workspace URL; the open-source server:
+    /// `http://host:8080`).
+    pub url: String,
+    /// Bearer token (a personal access token or OAuth token of the principal that reads
+    /// the table); `${env:}` and `${file:}` work. None: ask anonymously.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// The client, made when the config is loaded.
+    #[serde(skip)]
+    pub client: Option<Arc<dyn Catalog>>,
 }
 
 /// `[transform]`: the module and its parameters.
@@ -458,6 +480,16 @@ impl PipelineConfig {
     /// `[transform] batch_timeout` when the config names none.
     pub const DEFAULT_BATCH_TIMEOUT: Duration = Duration::from_secs(10);
 
+    /// How the source reads the table: batch size, storage options and catalog.
+    pub fn source_options(&self) -> SourceOptions {
+        SourceOptions {
+            batch_rows: self.source.batch_rows,
+            storage_options: self.source.storage_options.clone().into_iter().collect(),
+            catalog: self.source.catalog.as_ref().and_then(|c| c.client.clone()),
+            ..SourceOptions::default()
+        }
+    }
+
     /// Reads a config file; relative paths in it are taken from the file's directory.
     pub fn load(path: &Path) -> Result<PipelineConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -560,8 +592,22 @@ impl PipelineConfig {
                     .map_err(|e| format!("[sink.kafka] `{name}` {e}"))?;
             }
         }
-        if !config.source.table.contains("://") {
-            config.source.table = base.join(&config.source.table).display().to_string();
+        match config.source.catalog.as_mut() {
+            Some(catalog) => {
+                TableName::parse(&config.source.table).map_err(|e| format!("[source] {e}"))?;
+                let token = catalog
+                    .token
+                    .as_deref()
+                    .map(|token| resolve_reference(token, base))
+                    .transpose()
+                    .map_err(|e| format!("[source.catalog] token {e}"))?;
+                let client = UnityCatalog::new(&catalog.url, token).map_err(|e| e.to_string())?;
+                catalog.client = Some(Arc::new(client));
+            }
+            None if !config.source.table.contains("://") => {
+                config.source.table = base.join(&config.source.table).display().to_string();
+            }
+            None => {}
         }
         config.check_encoding(base)?;
         Ok(config)
@@ -799,6 +845,53 @@ mod tests {
         assert_eq!(config.source.starting_version, None);
         assert!(!config.source.snapshot);
         assert_eq!(config.kafka_properties()["linger.ms"], "5");
+    }
+
+    #[test]
+    fn a_catalog_names_the_table_and_its_token_comes_from_a_reference() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("uc.token"), "dapi-secret\n").unwrap();
+        let with = |table: &str, catalog: &str| {
+            let text = MINIMAL.replace("table = \"tables/deals\"", &format!("table = \"{table}\""));
+            PipelineConfig::parse(
+                &format!("{text}\n[source.catalog]\n{catalog}\n"),
+                dir.path(),
+            )
+        };
+        let config = with(
+            "main.sales.deals",
+            "url = \"https://workspace.example\"\ntoken = \"${file:uc.token}\"",
+        )
+        .unwrap();
+        assert_eq!(config.source.table, "main.sales.deals");
+        let catalog = config.source_options().catalog.unwrap();
+        assert_eq!(
+            catalog.describe(),
+            "Unity Catalog at https://workspace.example"
+        );
+        // The secret is in the client only, which shows its URL.
+        assert!(!format!("{config:?}").contains("dapi-secret"));
+        let error = with("tables/deals", "url = \"http://127.0.0.1:8080\"").unwrap_err();
+        assert!(
+            error.starts_with("[source] `tables/deals` is not a catalog table name"),
+            "{error}"
+        );
+        let error = with("main.sales.deals", "url = \"127.0.0.1:8080\"").unwrap_err();
+        assert!(
+            error.contains("[source.catalog] url `127.0.0.1:8080`"),
+            "{error}"
+        );
+        let error = with(
+            "main.sales.deals",
+            "url = \"http://c\"\ntoken = \"${env:SLUICE_SURELY_UNSET_VARIABLE}\"",
+        )
+        .unwrap_err();
+        assert!(
+            error.starts_with("[source.catalog] token refers to environment variable"),
+            "{error}"
+        );
+        let error = with("main.sales.deals", "url = \"http://c\"\nbearer = \"x\"").unwrap_err();
+        assert!(error.contains("unknown field `bearer`"), "{error}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
+use sluice_catalog::Catalog;
 use sluice_encoding::{ProtobufSchema, SchemaKind, SubjectStrategy, WriterSchema};
 use sluice_engine::{EngineConfig, Format, OutputRecord, TransformEngine};
 use sluice_model::{Value, write_json_value};
@@ -47,6 +48,8 @@ pub struct PreviewOptions {
     pub params: Vec<(String, String)>,
     /// Object store options.
     pub storage_options: Vec<(String, String)>,
+    /// The catalog that names the table, if one does.
+    pub catalog: Option<Arc<dyn Catalog>>,
     /// Most change rows per batch.
     pub batch_rows: usize,
     /// The pipeline's encoding; plain JSON when `None`.
@@ -65,6 +68,7 @@ impl PreviewOptions {
             limit: None,
             params: config.transform_params(),
             storage_options: config.source.storage_options.clone().into_iter().collect(),
+            catalog: config.source_options().catalog,
             batch_rows: config.source.batch_rows,
             encoding: Some(PreviewEncoding {
                 format: Arc::new(config.format()),
@@ -98,6 +102,7 @@ pub fn preview(
         SourceOptions {
             batch_rows: options.batch_rows,
             storage_options: options.storage_options.clone(),
+            catalog: options.catalog.clone(),
             ..SourceOptions::default()
         },
     )?;

@@ -76,9 +76,8 @@ pub(crate) async fn start<D: Delivery>(
     connect: impl Future<Output = Result<D, SinkError>>,
 ) -> Result<Started<D>, PipelineError> {
     let options = SourceOptions {
-        batch_rows: config.source.batch_rows,
-        storage_options: config.source.storage_options.clone().into_iter().collect(),
         storage_metrics: metrics.storage.clone(),
+        ..config.source_options()
     };
     let table = config.source.table.clone();
     let feed = async {

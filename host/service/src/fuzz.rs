@@ -40,6 +40,9 @@ const PIPELINE_KEYS: &[&str] = &[
     "name",
     "source",
     "table",
+    "catalog",
+    "url",
+    "token",
     "transform",
     "module",
     "module_cache_dir",
@@ -115,6 +118,7 @@ fn fuzz_tenant_pipeline_config() {
             assert_eq!(config.pipeline.name, format!("acme.{name}"));
             assert!(config.transform.module.starts_with(dir.path()));
             assert!(config.source.table.starts_with("/data/acme/"));
+            assert!(config.source.catalog.is_none());
             for property in config.sink.kafka.keys() {
                 assert!(
                     !crate::service::reaches_host_files(property),

@@ -2,10 +2,26 @@
 
 use delta_kernel::KernelError;
 use delta_kernel::object_store;
+use sluice_catalog::CatalogError;
 
 /// Why a change feed could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// The catalog that names the table could not name or open it.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The location a catalog gives for a table cannot be read.
+    #[error("{catalog} places {table} at {location}, which cannot be read: {source}")]
+    CatalogLocation {
+        /// The catalog, described.
+        catalog: String,
+        /// The table's catalog name.
+        table: String,
+        /// The location the catalog gave.
+        location: String,
+        /// Why it cannot be read.
+        source: Box<SourceError>,
+    },
     /// The runtime for storage reads could not start (threads or memory ran out).
     #[error(
         "Cannot start the runtime that reads tables: {0}. The host is out of threads or memory."
@@ -184,6 +200,8 @@ impl SourceError {
         let source = match self {
             SourceError::Kernel { source, .. } => source,
             SourceError::LogListingIncomplete { .. } => return true,
+            SourceError::Catalog(catalog) => return catalog.is_transient(),
+            SourceError::CatalogLocation { source, .. } => return source.is_transient(),
             _ => return false,
         };
         let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
@@ -216,8 +234,10 @@ impl SourceError {
     }
 }
 
-/// What the object store's messages say when the store, not the request, failed.
-const TRANSIENT_MARKERS: [&str; 6] = [
+/// What the object store's messages say when the store, not the request, failed (and a
+/// catalog's, when it could not be asked for credentials).
+const TRANSIENT_MARKERS: [&str; 7] = [
+    "could not be asked",
     "max_retries",
     "error sending request",
     "Service Unavailable",

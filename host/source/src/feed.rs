@@ -20,7 +20,9 @@ use url::Url;
 
 use crate::coalesce::coalesce;
 use crate::error::{SourceError, kernel_error};
-use crate::storage::{StorageMetrics, StoreKind, open_store};
+use crate::storage::{StorageMetrics, StoreKind, open_store, store_kind};
+use crate::vended::VendedCredentials;
+use sluice_catalog::{Catalog, TableName};
 use sluice_position::Position;
 
 /// How to read a table.
@@ -33,6 +35,9 @@ pub struct SourceOptions {
     pub storage_options: Vec<(String, String)>,
     /// Where the table's storage requests are counted.
     pub storage_metrics: Arc<StorageMetrics>,
+    /// The catalog that names the table: when set, the table is named
+    /// `catalog.schema.table` and its location and read credentials come from it.
+    pub catalog: Option<Arc<dyn Catalog>>,
 }
 
 impl Default for SourceOptions {
@@ -41,6 +46,7 @@ impl Default for SourceOptions {
             batch_rows: 10_000,
             storage_options: Vec::new(),
             storage_metrics: Arc::default(),
+            catalog: None,
         }
     }
 }
@@ -101,12 +107,19 @@ pub struct ChangeFeed {
 impl ChangeFeed {
     /// Opens a table and checks that its change data feed can be read.
     pub fn open(table: &str, options: SourceOptions) -> Result<ChangeFeed, SourceError> {
-        let url = table_url(table)?;
+        let (url, vended) = match &options.catalog {
+            Some(catalog) => {
+                let (url, vended) = in_catalog(catalog.clone(), table)?;
+                (url, Some(vended))
+            }
+            None => (table_url(table)?, None),
+        };
         let opened = open_store(
             table,
             &url,
             &options.storage_options,
             options.storage_metrics.clone(),
+            vended,
         )?;
         let engine: Arc<dyn Engine> = Arc::new(
             DefaultEngineBuilder::new(opened.store.clone())
@@ -506,6 +519,29 @@ fn commit_versions(table: &str, batch: &RecordBatch) -> Result<Vec<u64>, SourceE
     Ok(column.values().iter().map(|&v| v as u64).collect())
 }
 
+/// Where `catalog` keeps the table it names `name`, and credentials that read it.
+fn in_catalog(
+    catalog: Arc<dyn Catalog>,
+    name: &str,
+) -> Result<(Url, Arc<VendedCredentials>), SourceError> {
+    let name = TableName::parse(name)?;
+    let table = {
+        let (catalog, name) = (catalog.clone(), name.clone());
+        reads_runtime()?.block_on(async move { catalog.table(&name).await })?
+    };
+    let unreadable = |source: SourceError| SourceError::CatalogLocation {
+        catalog: catalog.describe(),
+        table: name.to_string(),
+        location: table.location.clone(),
+        source: Box::new(source),
+    };
+    let url = table_url(&table.location).map_err(unreadable)?;
+    let kind = store_kind(&table.location, &url).map_err(unreadable)?;
+    let vended = reads_runtime()?
+        .block_on(async move { VendedCredentials::fetch(catalog, table, kind).await })?;
+    Ok((url, Arc::new(vended)))
+}
+
 fn table_url(table: &str) -> Result<Url, SourceError> {
     let invalid = |reason: String| SourceError::InvalidLocation {
         table: table.to_string(),
@@ -649,6 +685,70 @@ mod tests {
             cursor.split(versions(&[4])),
             Err(SourceError::OutOfOrder { .. })
         ));
+    }
+
+    fn fixture(name: &str) -> String {
+        format!("{}/../../tests/data/cdf/{name}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    fn rows(feed: &ChangeFeed) -> Vec<RecordBatch> {
+        let latest = feed.latest_version().unwrap();
+        feed.read(Position::at_version(0), latest)
+            .unwrap()
+            .map(|batch| batch.unwrap().batch)
+            .collect()
+    }
+
+    #[test]
+    fn a_table_named_through_a_catalog_reads_as_by_path() {
+        let path = fixture("delete");
+        let catalog = Arc::new(sluice_catalog::InMemoryCatalog::default());
+        catalog.add_table("main.sales.deletes", &format!("file://{path}"));
+        catalog.vend(Ok(sluice_catalog::TemporaryCredentials {
+            storage: sluice_catalog::StorageCredentials::None,
+            expires_at: None,
+        }));
+        let options = |catalog: Option<Arc<dyn Catalog>>| SourceOptions {
+            catalog,
+            ..SourceOptions::default()
+        };
+        let named = ChangeFeed::open("main.sales.deletes", options(Some(catalog.clone()))).unwrap();
+        let by_path = ChangeFeed::open(&path, options(None)).unwrap();
+        assert_eq!(rows(&named), rows(&by_path));
+        assert_eq!(named.table(), "main.sales.deletes");
+        assert!(
+            named
+                .credential_source()
+                .contains("vended by the in-memory catalog")
+        );
+
+        let unknown = ChangeFeed::open("main.sales.nothing", options(Some(catalog.clone())))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            unknown.contains("the in-memory catalog has no table main.sales.nothing"),
+            "{unknown}"
+        );
+        let by_path_name = ChangeFeed::open(&path, options(Some(catalog.clone())))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            by_path_name.contains("catalog.schema.table"),
+            "{by_path_name}"
+        );
+        catalog.add_table("main.sales.gone", "file:///definitely/not/here");
+        let gone = ChangeFeed::open("main.sales.gone", options(Some(catalog)))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            gone.contains(
+                "the in-memory catalog places main.sales.gone at file:///definitely/not/here"
+            ),
+            "{gone}"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod error;
 mod feed;
 mod snapshot;
 mod storage;
+mod vended;
 
 pub use error::SourceError;
 pub use feed::{ChangeBatch, ChangeFeed, SourceOptions, StorageAccess};

@@ -28,6 +28,7 @@ use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use url::Url;
 
 use crate::error::{SourceError, kernel_error};
+use crate::vended::{ForAzure, ForGcs, ForS3, VendedCredentials};
 
 /// Requests a table's store was sent, and those that failed (a transport error, a
 /// timeout, or an answer of 5xx or 429, each retried by the object store).
@@ -91,116 +92,145 @@ struct StoreOption {
     from_environment: Option<String>,
 }
 
-/// Opens the store of `url` with the `configured` options and, for cloud stores, the
-/// store's settings in the environment (`AWS_*`, `AZURE_*`, `GOOGLE_*`, as the object
-/// store's own `from_env` reads them); configured options win.
-pub(crate) fn open_store(
-    table: &str,
-    url: &Url,
-    configured: &[(String, String)],
-    metrics: Arc<StorageMetrics>,
-) -> Result<OpenedStore, SourceError> {
+/// The kind of store `url` names.
+pub(crate) fn store_kind(table: &str, url: &Url) -> Result<StoreKind, SourceError> {
     let (scheme, _) = ObjectStoreScheme::parse(url).map_err(|e| SourceError::InvalidLocation {
         table: table.to_string(),
         reason: e.to_string(),
     })?;
-    let kind = match scheme {
+    Ok(match scheme {
         ObjectStoreScheme::Local => StoreKind::Local,
         ObjectStoreScheme::AmazonS3 => StoreKind::S3,
         ObjectStoreScheme::MicrosoftAzure => StoreKind::Azure,
         ObjectStoreScheme::GoogleCloudStorage => StoreKind::Gcs,
         _ => StoreKind::Other,
-    };
+    })
+}
+
+/// Opens the store of `url` with the `configured` options and, for cloud stores, the
+/// store's settings in the environment (`AWS_*`, `AZURE_*`, `GOOGLE_*`, as the object
+/// store's own `from_env` reads them); configured options win. Credentials a catalog
+/// vended take the place of any others.
+pub(crate) fn open_store(
+    table: &str,
+    url: &Url,
+    configured: &[(String, String)],
+    metrics: Arc<StorageMetrics>,
+    vended: Option<Arc<VendedCredentials>>,
+) -> Result<OpenedStore, SourceError> {
+    let kind = store_kind(table, url)?;
     let options = with_environment(kind, configured);
-    let connector = CountingConnector {
-        table: table.to_string(),
-        metrics,
-    };
-    let offsets = |store: Arc<DynObjectStore>| {
-        Arc::new(OffsetListing { inner: store }) as Arc<DynObjectStore>
+    let cloud = Cloud {
+        table,
+        kind,
+        url,
+        options: &options,
+        connector: CountingConnector {
+            table: table.to_string(),
+            metrics,
+        },
+        vended: vended.clone(),
     };
     let built = match kind {
-        StoreKind::Local => Ok(Arc::new(LocalFileSystem::new()) as Arc<DynObjectStore>),
-        StoreKind::S3 => configure(
-            table,
-            kind,
-            &options,
-            AmazonS3Builder::new().with_url(url.as_str()),
-            |b, k: AmazonS3ConfigKey, v| b.with_config(k, v),
-        )
-        .and_then(|b| {
-            b.with_http_connector(connector)
-                .build()
-                .map_err(|e| store_error(table, kind, e))
-        })
-        .map(|s| Arc::new(s) as Arc<DynObjectStore>),
-        StoreKind::Azure => configure(
-            table,
-            kind,
-            &options,
-            MicrosoftAzureBuilder::new().with_url(url.as_str()),
-            |b, k: AzureConfigKey, v| b.with_config(k, v),
-        )
-        .and_then(|b| {
-            b.with_http_connector(connector)
-                .build()
-                .map_err(|e| store_error(table, kind, e))
-        })
-        .map(|s| Arc::new(s) as Arc<DynObjectStore>),
-        StoreKind::Gcs => configure(
-            table,
-            kind,
-            &options,
-            GoogleCloudStorageBuilder::new().with_url(url.as_str()),
-            |b, k: GoogleConfigKey, v| b.with_config(k, v),
-        )
-        .and_then(|b| {
-            b.with_http_connector(connector)
-                .build()
-                .map_err(|e| store_error(table, kind, e))
-        })
-        .map(|s| Arc::new(s) as Arc<DynObjectStore>),
+        StoreKind::Local => Arc::new(LocalFileSystem::new()) as Arc<DynObjectStore>,
+        StoreKind::S3 => cloud.build::<AmazonS3Builder>()?,
+        StoreKind::Azure => cloud.build::<MicrosoftAzureBuilder>()?,
+        StoreKind::Gcs => cloud.build::<GoogleCloudStorageBuilder>()?,
         StoreKind::Other => store_from_url_opts(
             url,
             options.iter().map(|o| (o.key.as_str(), o.value.clone())),
         )
-        .map_err(|e| kernel_error(table, "opening its storage", e)),
-    }?;
-    let built = match kind {
-        StoreKind::Local => built,
-        _ => offsets(built),
+        .map_err(|e| kernel_error(table, "opening its storage", e))?,
     };
     Ok(OpenedStore {
-        store: built,
+        store: match kind {
+            StoreKind::Local => built,
+            _ => Arc::new(OffsetListing { inner: built }),
+        },
         kind,
-        credentials: credential_source(kind, &options),
+        credentials: match vended {
+            Some(vended) => vended.source(),
+            None => credential_source(kind, &options),
+        },
     })
 }
 
-/// Applies every option to a store builder: a configured key the store does not know is
-/// an error naming it; one from the environment that it does not know is skipped.
-fn configure<B, K: FromStr>(
-    table: &str,
-    kind: StoreKind,
-    options: &[StoreOption],
-    builder: B,
-    set: impl Fn(B, K, String) -> B,
-) -> Result<B, SourceError> {
-    let mut builder = builder;
-    for option in options {
-        match option.key.parse::<K>() {
-            Ok(key) => builder = set(builder, key, option.value.clone()),
-            Err(_) if option.from_environment.is_some() => {}
-            Err(_) => {
-                return Err(SourceError::UnknownStorageOption {
-                    table: table.to_string(),
-                    store: kind.to_string(),
-                    key: option.key.clone(),
-                });
+/// What the cloud stores' builders have in common.
+trait CloudBuilder: Sized {
+    /// The store's option keys.
+    type Key: FromStr;
+    fn for_url(url: &Url) -> Self;
+    fn set(self, key: Self::Key, value: String) -> Self;
+    fn with_vended(self, vended: Arc<VendedCredentials>) -> Self;
+    fn finish(
+        self,
+        connector: CountingConnector,
+    ) -> delta_kernel::object_store::Result<Arc<DynObjectStore>>;
+}
+
+macro_rules! cloud_builder {
+    ($builder:ty, $key:ty, $vended:ident) => {
+        impl CloudBuilder for $builder {
+            type Key = $key;
+            fn for_url(url: &Url) -> Self {
+                <$builder>::new().with_url(url.as_str())
+            }
+            fn set(self, key: $key, value: String) -> Self {
+                self.with_config(key, value)
+            }
+            fn with_vended(self, vended: Arc<VendedCredentials>) -> Self {
+                self.with_credentials(Arc::new($vended(vended)))
+            }
+            fn finish(
+                self,
+                connector: CountingConnector,
+            ) -> delta_kernel::object_store::Result<Arc<DynObjectStore>> {
+                Ok(Arc::new(self.with_http_connector(connector).build()?))
             }
         }
+    };
+}
+
+cloud_builder!(AmazonS3Builder, AmazonS3ConfigKey, ForS3);
+cloud_builder!(MicrosoftAzureBuilder, AzureConfigKey, ForAzure);
+cloud_builder!(GoogleCloudStorageBuilder, GoogleConfigKey, ForGcs);
+
+/// What building a cloud store takes.
+struct Cloud<'a> {
+    table: &'a str,
+    kind: StoreKind,
+    url: &'a Url,
+    options: &'a [StoreOption],
+    connector: CountingConnector,
+    vended: Option<Arc<VendedCredentials>>,
+}
+
+impl Cloud<'_> {
+    /// Builds the store with every option applied: a configured key the store does not
+    /// know is an error naming it; one from the environment that it does not know is
+    /// skipped.
+    fn build<B: CloudBuilder>(self) -> Result<Arc<DynObjectStore>, SourceError> {
+        let mut builder = B::for_url(self.url);
+        for option in self.options {
+            match option.key.parse::<B::Key>() {
+                Ok(key) => builder = builder.set(key, option.value.clone()),
+                Err(_) if option.from_environment.is_some() => {}
+                Err(_) => {
+                    return Err(SourceError::UnknownStorageOption {
+                        table: self.table.to_string(),
+                        store: self.kind.to_string(),
+                        key: option.key.clone(),
+                    });
+                }
+            }
+        }
+        if let Some(vended) = self.vended {
+            builder = builder.with_vended(vended);
+        }
+        builder
+            .finish(self.connector)
+            .map_err(|e| store_error(self.table, self.kind, e))
     }
-    Ok(builder)
 }
 
 fn store_error(
@@ -579,7 +609,7 @@ mod tests {
     fn an_unknown_configured_option_is_refused_by_name() {
         let url = Url::parse("s3://bucket/table/").unwrap();
         let configured = vec![("aws_endpont".to_string(), "http://x".to_string())];
-        let error = open_store("s3://bucket/table", &url, &configured, Arc::default())
+        let error = open_store("s3://bucket/table", &url, &configured, Arc::default(), None)
             .err()
             .expect("a typo is refused");
         let message = error.to_string();
@@ -614,7 +644,7 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            let opened = open_store(table, &url, &configured, Arc::default())
+            let opened = open_store(table, &url, &configured, Arc::default(), None)
                 .unwrap_or_else(|e| panic!("{table}: {e}"));
             assert_ne!(opened.kind, StoreKind::Other, "{table}");
         }

@@ -35,26 +35,6 @@ fn without_commit_times(lines: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Waits until the pipeline's stored position reaches `version`, showing its log if
-/// it stops first.
-fn wait_for(files: &PipelineFiles, child: &mut Child, version: u64, log: &Path) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    while files.position() < Some((version, 0)) {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "sluice exited with {status} before version {version}: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "sluice did not reach version {version}: {}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// A pipeline config for `table` through gold-deals (or passthrough for tables of
 /// other shapes) into a new topic.
 fn pipeline(table: &str, module: &str, source: &str, prefix: &str) -> (PipelineFiles, String) {
@@ -213,7 +193,7 @@ fn follow_through_faults(store: Store, reference_topic: &str, work: &Path) -> St
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    wait_for(&files, &mut child, 1, &log);
+    files.wait_for_position_logging(&mut child, 1, Duration::from_secs(300), Some(&log));
 
     let faults = [
         Fault::Reset,
@@ -232,7 +212,7 @@ fn follow_through_faults(store: Store, reference_topic: &str, work: &Path) -> St
     deals_table(&table, &["update"]);
     deals_table(&table, &["delete"]);
     emulator.upload("lake", "deals", &table);
-    wait_for(&files, &mut child, 7, &log);
+    files.wait_for_position_logging(&mut child, 7, Duration::from_secs(300), Some(&log));
     sluice_tests::stop_sluice(&mut child);
 
     assert_eq!(

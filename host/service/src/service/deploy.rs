@@ -345,8 +345,7 @@ fn sample(
 ) -> Result<(), ServiceError> {
     let options = SourceOptions {
         batch_rows: rows.max(1),
-        storage_options: config.source.storage_options.clone().into_iter().collect(),
-        ..SourceOptions::default()
+        ..config.source_options()
     };
     let refuse = |m: String| ServiceError::InvalidModule(format!("on a sample of the table: {m}"));
     let feed =

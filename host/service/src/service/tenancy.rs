@@ -365,6 +365,12 @@ impl Service {
         // A section must be a table: serde would also read `source = ["/any/path"]` as
         // one, past the checks below (found by fuzz_tenant_pipeline_config).
         let source = section(&mut table, "source")?;
+        if source.contains_key("catalog") {
+            // The catalog decides where the table is, past the tenant's table_prefixes.
+            return Err(bad(
+                "[source.catalog] is not available to tenants: a catalog's locations are not confined to the tenant's tables; name the table by its location".into(),
+            ));
+        }
         table.insert("source".into(), source.into());
         if let Some(source) = table.get("source").and_then(toml::Value::as_table)
             && let Some(location) = source.get("table").and_then(toml::Value::as_str)
