@@ -2,7 +2,9 @@
 # The object-store emulators and the fault proxy the storage tests start (each test starts
 # its own on free loopback ports and stops it): Azurite (Azure Blob, from npm),
 # fake-gcs-server (Google Cloud Storage) and toxiproxy (resets, stalls and slow answers
-# between Sluice and a store), both built with Go through the module proxy.
+# between Sluice and a store), both built with Go through the module proxy, and a Unity
+# Catalog server (olai-uc-server from crates.io, an implementation of the Unity Catalog
+# REST API; built unoptimised, which is enough for tests and takes a third of the time).
 #
 # Usage: scripts/stores.sh install | bin
 #   install   fetch and build what is missing (once; cached)
@@ -16,6 +18,7 @@ bin=$stores/bin
 azurite_version=3.37.0
 fake_gcs_version=v1.56.1
 toxiproxy_version=v2.5.0
+uc_server_version=0.0.11
 
 # go_tool NAME PACKAGE VERSION BUILT: builds PACKAGE@VERSION (a program go install names
 # BUILT) once into $bin/NAME-VERSION, linked as $bin/NAME.
@@ -44,6 +47,16 @@ install() {
   proxy=${proxy%,direct}
   go_tool fake-gcs-server "github.com/fsouza/fake-gcs-server" "$fake_gcs_version" fake-gcs-server
   go_tool toxiproxy-server "github.com/Shopify/toxiproxy/v2/cmd/server" "$toxiproxy_version" server
+
+  if [ ! -x "$bin/uc-server-$uc_server_version" ]; then
+    echo "Building the Unity Catalog server olai-uc-server $uc_server_version (about ten minutes, once) ..."
+    CARGO_PROFILE_DEV_DEBUG=0 cargo install --quiet --locked --debug \
+      "olai-uc-server@$uc_server_version" --features bin \
+      --root "$stores/uc-server-$uc_server_version" --target-dir "$stores/uc-server-build"
+    mv "$stores/uc-server-$uc_server_version/bin/uc-server" "$bin/uc-server-$uc_server_version"
+    rm -rf "$stores/uc-server-build" "$stores/uc-server-$uc_server_version"
+  fi
+  ln -sf "$bin/uc-server-$uc_server_version" "$bin/uc-server"
 }
 
 case "${1:-}" in

@@ -321,3 +321,95 @@ impl FaultProxy {
             .unwrap_or_else(|e| panic!("toxiproxy refused {url}: {e}"));
     }
 }
+
+/// A running Unity Catalog server (olai-uc-server) with catalog `main` and schema
+/// `main.sales`, keeping its metadata in memory.
+pub struct CatalogServer {
+    process: Child,
+    _dir: tempfile::TempDir,
+    /// Its URL.
+    pub url: String,
+}
+
+impl Drop for CatalogServer {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+impl CatalogServer {
+    /// Starts a server that may place tables under `root`. With `proxied_identity`, it
+    /// expects callers' identity from a reverse proxy and refuses requests without one
+    /// (401), as a server behind an authenticating proxy does.
+    pub fn start(root: &Path, proxied_identity: bool) -> CatalogServer {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let port = free_port();
+        let auth = if proxied_identity {
+            "auth:\n  mode: reverse-proxy\n"
+        } else {
+            ""
+        };
+        let config = dir.path().join("uc.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "host: 127.0.0.1\nport: {port}\nbackend:\n  engine: sqlite\n  path: \":memory:\"\nui:\n  serve: false\nlocal_storage:\n  allowed-roots: [\"{}\"]\n{auth}",
+                root.display()
+            ),
+        )
+        .expect("the catalog's config is written");
+        let mut process = Command::new(stores_bin("uc-server"))
+            .args(["serve", "--no-ui", "-c"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("the catalog server does not start: {e}"));
+        wait_for_port(port, "the catalog server", &mut process);
+        let server = CatalogServer {
+            process,
+            _dir: dir,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let root_url = format!("file://{}", root.display());
+        // A storage credential is required for an external location, even a local one.
+        server.post(
+            "credentials",
+            serde_json::json!({"name": "local", "purpose": "STORAGE",
+                "aws_iam_role": {"role_arn": "arn:aws:iam::123456789012:role/sluice-tests"}}),
+        );
+        server.post(
+            "external-locations",
+            serde_json::json!({"name": "lake", "url": root_url, "credential_name": "local"}),
+        );
+        server.post(
+            "catalogs",
+            serde_json::json!({"name": "main", "storage_root": format!("{root_url}/managed")}),
+        );
+        server.post(
+            "schemas",
+            serde_json::json!({"name": "sales", "catalog_name": "main"}),
+        );
+        server
+    }
+
+    /// Registers the Delta table at `table` as the external table `main.sales.{name}`.
+    pub fn add_table(&self, name: &str, table: &Path) {
+        self.post(
+            "tables",
+            serde_json::json!({"name": name, "catalog_name": "main", "schema_name": "sales",
+                "table_type": "EXTERNAL", "data_source_format": "DELTA", "columns": [],
+                "storage_location": format!("file://{}", table.display())}),
+        );
+    }
+
+    fn post(&self, path: &str, body: serde_json::Value) {
+        let url = format!("{}/api/2.1/unity-catalog/{path}", self.url);
+        ureq::post(&url)
+            .header("Content-Type", "application/json")
+            .header("x-forwarded-user", "sluice-tests")
+            .send(body.to_string().as_bytes())
+            .unwrap_or_else(|e| panic!("the catalog refused {url}: {e}"));
+    }
+}

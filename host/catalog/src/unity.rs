@@ -356,4 +356,67 @@ mod tests {
         assert_eq!(excerpt(b""), "an empty answer");
         assert_eq!(excerpt(&[b'x'; 400]).len(), 303);
     }
+
+    /// Answers each connection with `status` and `body`, then closes it.
+    fn answering(status: &'static str, body: &'static str) -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                use std::io::{Read, Write};
+                let mut stream = stream.unwrap();
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes());
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn refusals_name_the_catalog_the_table_and_the_way_out() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let name = TableName::parse("main.sales.deals").unwrap();
+        let ask = |url: &str| {
+            let catalog = UnityCatalog::new(url, Some("token".into())).unwrap();
+            runtime.block_on(catalog.table(&name)).unwrap_err()
+        };
+        let url = answering(
+            "403 Forbidden",
+            r#"{"error_code":"PERMISSION_DENIED","message":"User does not have SELECT on Table 'main.sales.deals'."}"#,
+        );
+        let denied = ask(&url);
+        assert!(matches!(denied, CatalogError::PermissionDenied { .. }));
+        assert!(!denied.is_transient());
+        let said = denied.to_string();
+        assert!(
+            said.starts_with(&format!(
+                "Unity Catalog at {url} denied permission while looking up main.sales.deals: PERMISSION_DENIED: User does not have SELECT"
+            )) && said.contains("Grant the token's principal SELECT"),
+            "{said}"
+        );
+        let down = ask(&answering("503 Service Unavailable", "overloaded"));
+        assert!(down.is_transient(), "{down}");
+        assert!(
+            down.to_string()
+                .contains("503 Service Unavailable: overloaded"),
+            "{down}"
+        );
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let unreachable = format!("http://{}", closed.local_addr().unwrap());
+        drop(closed);
+        let refused = ask(&unreachable);
+        assert!(refused.is_transient(), "{refused}");
+        assert!(
+            refused.to_string().contains("Check [source.catalog] url"),
+            "{refused}"
+        );
+    }
 }

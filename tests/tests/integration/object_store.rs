@@ -2,13 +2,16 @@
 //! Google Cloud Storage (fake-gcs-server). The same tables stream the same records as
 //! from local disk; `sluice check` lists each store's log with the credentials it names;
 //! and a pipeline following a table through a fault proxy (toxiproxy resetting, stalling
-//! and slowing its connections) delivers every record exactly once.
+//! and slowing its connections) delivers every record exactly once. A table named through
+//! a Unity Catalog server streams like the same table named by path.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use sluice_tests::stores::{Emulator, Fault, FaultProxy, S3_SECRET, Store, free_port};
+use sluice_tests::stores::{
+    CatalogServer, Emulator, Fault, FaultProxy, S3_SECRET, Store, free_port,
+};
 use sluice_tests::{
     Consumed, Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, repo_root,
     run_to_latest, sluice_binary, transform_component, unique_topic,
@@ -262,4 +265,92 @@ fn following_tables_through_storage_faults_delivers_every_record_once() {
             store.name()
         );
     }
+}
+
+#[test]
+fn a_table_named_through_unity_catalog_streams_like_the_table_named_by_path() {
+    let work = tempfile::tempdir().unwrap();
+    let deals = work.path().join("deals");
+    deals_table(&deals, &["scenario"]);
+    let (by_path, path_topic) = pipeline(&deals.display().to_string(), "gold-deals", "", "path");
+    run_to_latest(&by_path.config);
+
+    let catalog = CatalogServer::start(work.path(), false);
+    catalog.add_table("deals", &deals);
+    let named = |name: &str, url: &str| {
+        pipeline(
+            name,
+            "gold-deals",
+            &format!(
+                "[source.catalog]\nurl = \"{url}\"\ntoken = \"${{env:SLUICE_TEST_UC_TOKEN}}\""
+            ),
+            "catalog",
+        )
+    };
+    let sluice = |args: &[&str], config: &Path| {
+        let output = Command::new(sluice_binary())
+            .args(args)
+            .arg("--config")
+            .arg(config)
+            .env("SLUICE_TEST_UC_TOKEN", "dapi-test-token")
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            !said.contains("dapi-test-token"),
+            "the token was shown: {said}"
+        );
+        (output.status.success(), said)
+    };
+
+    let (files, topic) = named("main.sales.deals", &catalog.url);
+    let (ran, log) = sluice(&["run", "--stop-at-latest"], &files.config);
+    assert!(ran, "{log}");
+    let records = lines(&topic);
+    assert_eq!(records.len(), 36, "the deals scenario's records");
+    assert_eq!(records, lines(&path_topic), "named as by path");
+    let (checked, said) = sluice(&["check"], &files.config);
+    assert!(checked, "{said}");
+    let storage = said
+        .lines()
+        .find(|line| line.contains("storage"))
+        .unwrap_or_else(|| panic!("no storage finding: {said}"));
+    assert!(
+        storage.contains(&format!(
+            "no credentials vended by Unity Catalog at {} for main.sales.deals",
+            catalog.url
+        )),
+        "{storage}"
+    );
+
+    let (files, _) = named("main.sales.nothing", &catalog.url);
+    for command in [&["run", "--stop-at-latest"][..], &["check"][..]] {
+        let (ok, said) = sluice(command, &files.config);
+        assert!(!ok, "{said}");
+        assert!(
+            said.contains(&format!(
+                "Unity Catalog at {} has no table main.sales.nothing: RESOURCE_NOT_FOUND",
+                catalog.url
+            )),
+            "{command:?}: {said}"
+        );
+    }
+
+    // A server that takes identities from an authenticating proxy refuses a caller
+    // without one, as a catalog refuses a token it does not accept.
+    let guarded = CatalogServer::start(work.path(), true);
+    let (files, _) = named("main.sales.deals", &guarded.url);
+    let (ok, said) = sluice(&["run", "--stop-at-latest"], &files.config);
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains(&format!(
+            "Unity Catalog at {} did not accept the token while looking up main.sales.deals",
+            guarded.url
+        )) && said.contains("[source.catalog] token"),
+        "{said}"
+    );
 }
