@@ -226,9 +226,10 @@ fn vended(answer: &Value) -> TemporaryCredentials {
                 .map(|oauth_token| StorageCredentials::Gcp { oauth_token })
         })
         .unwrap_or(StorageCredentials::None);
+    // Milliseconds since the epoch, a number (Databricks) or a string (some servers).
     let expires_at = answer
         .get("expiration_time")
-        .and_then(Value::as_u64)
+        .and_then(|time| time.as_u64().or_else(|| time.as_str()?.parse().ok()))
         .filter(|&ms| ms > 0)
         .map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
     TemporaryCredentials {
@@ -338,6 +339,11 @@ mod tests {
                 oauth_token: "ya29".into()
             }
         );
+        let as_text = vended(&serde_json::json!({
+            "gcp_oauth_token": { "oauth_token": "ya29" },
+            "expiration_time": "1700000000000",
+        }));
+        assert_eq!(as_text.expires_at, aws.expires_at);
         let local = vended(&serde_json::json!({ "url": "file:///data/deals" }));
         assert_eq!(local.storage, StorageCredentials::None);
     }
