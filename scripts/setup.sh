@@ -82,4 +82,3 @@ python3 -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.schema_
 
 "$here/kafka.sh" install
 "$here/registry.sh" install
-"$here/stores.sh" install

@@ -6,6 +6,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 "$root/scripts/setup.sh"
+# Only the tests use the object-store emulators, the fault proxy and the catalog server.
+"$root/scripts/stores.sh" install
 
 # Reuse a build cache outside the clone when there is one; it is created otherwise.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/target}

@@ -60,7 +60,7 @@ fn stores_bin(program: &str) -> PathBuf {
     let path = cache.join("stores/bin").join(program);
     assert!(
         path.exists(),
-        "{} is missing: run scripts/setup.sh (it runs scripts/stores.sh install)",
+        "{} is missing: run scripts/stores.sh install (scripts/test.sh runs it)",
         path.display()
     );
     path
