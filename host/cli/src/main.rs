@@ -305,8 +305,8 @@ async fn main() -> anyhow::Result<()> {
                     options.table = table.unwrap_or(options.table);
                     options.module = module.unwrap_or(options.module);
                     overriding(&mut options.params, params);
-                    overriding(&mut options.storage_options, storage_options);
-                    options.batch_rows = batch_rows.unwrap_or(options.batch_rows);
+                    overriding(&mut options.source.storage_options, storage_options);
+                    options.source.batch_rows = batch_rows.unwrap_or(options.source.batch_rows);
                     options.from = from;
                     options.to = to;
                     options.limit = limit;
@@ -319,9 +319,14 @@ async fn main() -> anyhow::Result<()> {
                     to,
                     limit,
                     params,
-                    storage_options,
-                    catalog: None,
-                    batch_rows: batch_rows.unwrap_or(10_000),
+                    source: {
+                        let defaults = sluice_pipeline::SourceOptions::default();
+                        sluice_pipeline::SourceOptions {
+                            batch_rows: batch_rows.unwrap_or(defaults.batch_rows),
+                            storage_options,
+                            ..defaults
+                        }
+                    },
                     encoding: None,
                 },
             };

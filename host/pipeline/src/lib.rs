@@ -44,5 +44,5 @@ pub use run::{
 pub use sluice_sink::{
     KafkaSink, SourcePosition, client_properties, is_secret_property, load_position,
 };
-pub use sluice_source::Position;
+pub use sluice_source::{Position, SourceOptions};
 pub use stage::instance_limits;

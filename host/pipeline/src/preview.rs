@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
-use sluice_catalog::Catalog;
 use sluice_encoding::{ProtobufSchema, SchemaKind, SubjectStrategy, WriterSchema};
 use sluice_engine::{EngineConfig, Format, OutputRecord, TransformEngine};
 use sluice_model::{Value, write_json_value};
@@ -46,12 +45,8 @@ pub struct PreviewOptions {
     pub limit: Option<usize>,
     /// The module's parameters.
     pub params: Vec<(String, String)>,
-    /// Object store options.
-    pub storage_options: Vec<(String, String)>,
-    /// The catalog that names the table, if one does.
-    pub catalog: Option<Arc<dyn Catalog>>,
-    /// Most change rows per batch.
-    pub batch_rows: usize,
+    /// How to read the table: batch size, object store options, catalog.
+    pub source: SourceOptions,
     /// The pipeline's encoding; plain JSON when `None`.
     pub encoding: Option<PreviewEncoding>,
 }
@@ -67,9 +62,7 @@ impl PreviewOptions {
             to: None,
             limit: None,
             params: config.transform_params(),
-            storage_options: config.source.storage_options.clone().into_iter().collect(),
-            catalog: config.source_options().catalog,
-            batch_rows: config.source.batch_rows,
+            source: config.source_options(),
             encoding: Some(PreviewEncoding {
                 format: Arc::new(config.format()),
                 registry: config.registry_settings(),
@@ -97,15 +90,7 @@ pub fn preview(
     options: &PreviewOptions,
     out: &mut dyn Write,
 ) -> Result<PreviewSummary, PipelineError> {
-    let feed = ChangeFeed::open(
-        &options.table,
-        SourceOptions {
-            batch_rows: options.batch_rows,
-            storage_options: options.storage_options.clone(),
-            catalog: options.catalog.clone(),
-            ..SourceOptions::default()
-        },
-    )?;
+    let feed = ChangeFeed::open(&options.table, options.source.clone())?;
     let to = match options.to {
         Some(to) => to,
         None => feed.latest_version()?,

@@ -525,21 +525,19 @@ fn in_catalog(
     name: &str,
 ) -> Result<(Url, Arc<VendedCredentials>), SourceError> {
     let name = TableName::parse(name)?;
-    let table = {
-        let (catalog, name) = (catalog.clone(), name.clone());
-        reads_runtime()?.block_on(async move { catalog.table(&name).await })?
-    };
-    let unreadable = |source: SourceError| SourceError::CatalogLocation {
-        catalog: catalog.describe(),
-        table: name.to_string(),
-        location: table.location.clone(),
-        source: Box::new(source),
-    };
-    let url = table_url(&table.location).map_err(unreadable)?;
-    let kind = store_kind(&table.location, &url).map_err(unreadable)?;
-    let vended = reads_runtime()?
-        .block_on(async move { VendedCredentials::fetch(catalog, table, kind).await })?;
-    Ok((url, Arc::new(vended)))
+    reads_runtime()?.block_on(async move {
+        let table = catalog.table(&name).await?;
+        let unreadable = |source: SourceError| SourceError::CatalogLocation {
+            catalog: catalog.describe(),
+            table: name.to_string(),
+            location: table.location.clone(),
+            source: Box::new(source),
+        };
+        let url = table_url(&table.location).map_err(unreadable)?;
+        let kind = store_kind(&table.location, &url).map_err(unreadable)?;
+        let vended = VendedCredentials::fetch(catalog, table, kind).await?;
+        Ok((url, Arc::new(vended)))
+    })
 }
 
 fn table_url(table: &str) -> Result<Url, SourceError> {
