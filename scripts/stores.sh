@@ -4,7 +4,8 @@
 # fake-gcs-server (Google Cloud Storage) and toxiproxy (resets, stalls and slow answers
 # between Sluice and a store), both built with Go through the module proxy, and a Unity
 # Catalog server (olai-uc-server from crates.io, an implementation of the Unity Catalog
-# REST API; built unoptimised, which is enough for tests and takes a third of the time).
+# REST API; built unoptimised, which is enough for tests and takes a third of the time),
+# and Debian's chromium, the browser the console's test drives.
 #
 # Usage: scripts/stores.sh install | bin
 #   install   fetch and build what is missing (once; cached)
@@ -57,6 +58,14 @@ install() {
     rm -rf "$stores/uc-server-build" "$stores/uc-server-$uc_server_version"
   fi
   ln -sf "$bin/uc-server-$uc_server_version" "$bin/uc-server"
+
+  if ! command -v chromium >/dev/null; then
+    echo "Installing Debian's chromium for the console's browser test ..."
+    sudo_cmd=()
+    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq chromium >/dev/null
+  fi
 }
 
 case "${1:-}" in

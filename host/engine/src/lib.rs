@@ -15,6 +15,7 @@ mod error;
 #[cfg(test)]
 mod fuzz;
 mod instance;
+mod language;
 mod limits;
 mod log;
 mod module;
@@ -24,6 +25,7 @@ mod wasi;
 
 pub use error::{EngineError, TransformError, TrapKind};
 pub use instance::{BatchOutput, OutputRecord, RejectedRow, TransformInstance};
+pub use language::source_language;
 pub use log::LogLevel;
 pub use module::{
     Contract, EngineConfig, InstanceLimits, LogTap, TransformEngine, TransformModule,

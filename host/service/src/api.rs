@@ -45,7 +45,9 @@ impl IntoResponse for ApiError {
             ServiceError::Config { .. } | ServiceError::State { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
-            ServiceError::Cluster(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ServiceError::Cluster(_) | ServiceError::KafkaUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         };
         let body = serde_json::json!({ "error": self.0.to_string() });
         (status, Json(body)).into_response()
@@ -90,6 +92,8 @@ pub fn router(service: Arc<Service>) -> Router {
             "/v1/tenants/{tenant}/modules",
             get(list_modules).post(upload_module),
         )
+        .route("/v1/whoami", get(whoami))
+        .route("/v1/host", get(host))
         .route("/v1/cluster", get(cluster))
         .route("/v1/tenants", get(list_tenants))
         .route(
@@ -103,11 +107,14 @@ pub fn router(service: Arc<Service>) -> Router {
         .route(&format!("{pipeline}/pause"), post(pause))
         .route(&format!("{pipeline}/resume"), post(resume))
         .route(&format!("{pipeline}/logs"), get(logs))
+        .route(&format!("{pipeline}/history"), get(history))
+        .route(&format!("{pipeline}/dead-letters"), get(dead_letters))
         // Room for the largest module a tenant may upload; the tenant's own limit is
         // checked with a clear message.
         .layer(DefaultBodyLimit::max(
             (largest_module_mib + 1) * 1024 * 1024,
         ))
+        .merge(crate::console::routes())
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(axum::middleware::map_response(json_errors))
@@ -204,6 +211,44 @@ async fn metrics(State(service): Shared, caller: Caller) -> Reply<Response> {
         crate::prometheus::render(&statuses),
     )
         .into_response())
+}
+
+async fn whoami(State(service): Shared, caller: Caller) -> Reply<Response> {
+    Ok(Json(service.whoami(&caller)).into_response())
+}
+
+async fn host(State(service): Shared, caller: Caller) -> Reply<Response> {
+    Ok(Json(service.host_view(&caller)?).into_response())
+}
+
+async fn history(
+    State(service): Shared,
+    caller: Caller,
+    Path((tenant, name)): Path<(String, String)>,
+) -> Reply<Response> {
+    Ok(Json(service.history(&caller, &tenant, &name).await?).into_response())
+}
+
+#[derive(Deserialize)]
+struct DeadLettersQuery {
+    #[serde(default = "default_letters")]
+    limit: usize,
+}
+
+fn default_letters() -> usize {
+    50
+}
+
+async fn dead_letters(
+    State(service): Shared,
+    caller: Caller,
+    Path((tenant, name)): Path<(String, String)>,
+    Query(query): Query<DeadLettersQuery>,
+) -> Reply<Response> {
+    let letters = service
+        .dead_letters(&caller, &tenant, &name, query.limit)
+        .await?;
+    Ok(Json(letters).into_response())
 }
 
 async fn cluster(State(service): Shared, caller: Caller) -> Reply<Response> {

@@ -50,7 +50,7 @@ pub struct ServerSection {
 }
 
 /// `[limits]`: caps over all tenants together.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostLimits {
     /// Most pipelines on this host (default 1000).

@@ -51,6 +51,9 @@ pub enum ServiceError {
     /// The module failed its checks; nothing changed.
     #[error("The module was refused and nothing changed: {0}")]
     InvalidModule(String),
+    /// Kafka did not answer a read the request needs; retry later.
+    #[error("{0}")]
+    KafkaUnavailable(String),
     /// The cluster's shared state or group could not be used.
     #[error("{0}")]
     Cluster(String),

@@ -11,6 +11,7 @@
 mod api;
 mod auth;
 mod config;
+mod console;
 mod error;
 #[cfg(test)]
 mod fuzz;
@@ -22,11 +23,13 @@ mod store;
 pub use api::router;
 pub use auth::{Caller, Tokens};
 pub use config::{HostLimits, ServeConfig, ServerSection, TenantConfig};
+pub use console::CONSOLE_PATH;
 pub use error::ServiceError;
 pub use logs::LogLine;
 pub use service::{
-    CreatePipeline, Deploy, DeployReport, ModuleView, NodeView, PipelineStatus, SAMPLE_EVERY,
-    Service, TenantSource, TenantView,
+    CreatePipeline, DeadLetter, DeadLetters, Deploy, DeployReport, HISTORY_EVERY, History,
+    HistoryPoint, HostMemory, HostView, LastSwap, MAX_LETTERS, ModuleListing, ModuleView, NodeView,
+    PipelineStatus, SAMPLE_EVERY, Service, TenantFigures, TenantSource, TenantView, WhoAmI,
 };
 pub use store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir};
 
@@ -72,9 +75,13 @@ pub async fn serve(
         let service = service.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(SAMPLE_EVERY);
-            loop {
+            let per_point = (HISTORY_EVERY.as_secs() / SAMPLE_EVERY.as_secs()).max(1);
+            for tick in 0u64.. {
                 every.tick().await;
                 service.sample_rates();
+                if tick % per_point == 0 {
+                    service.sample_history();
+                }
             }
         })
     };

@@ -3,7 +3,10 @@
 //! task of its own; one task failing or trapping touches no other.
 
 mod cluster;
+mod dead_letters;
 mod deploy;
+mod history;
+mod host;
 mod registry;
 mod reports;
 mod tenancy;
@@ -24,7 +27,10 @@ use crate::error::ServiceError;
 use crate::logs::LogLine;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir, now_seconds};
 pub use cluster::NodeView;
+pub use dead_letters::{DeadLetter, DeadLetters, MAX_LETTERS};
 pub use deploy::{Deploy, DeployReport};
+pub use history::{HISTORY_EVERY, History, HistoryPoint};
+pub use host::{HostMemory, HostView, TenantFigures, WhoAmI};
 use registry::{Entry, stop};
 #[cfg(test)]
 pub(crate) use tenancy::reaches_host_files;
@@ -32,7 +38,7 @@ use tenancy::{Tenant, check_room};
 pub use tenancy::{TenantSource, TenantView};
 #[cfg(test)]
 pub(crate) use views::redacted;
-pub use views::{ModuleView, PipelineStatus, SAMPLE_EVERY};
+pub use views::{LastSwap, ModuleListing, ModuleView, PipelineStatus, SAMPLE_EVERY};
 
 /// A request to create a pipeline.
 #[derive(Clone, Debug, Deserialize)]
@@ -56,6 +62,7 @@ pub struct Service {
     ready: AtomicBool,
     cluster: OnceLock<Arc<cluster::ClusterPart>>,
     stopping: watch::Sender<bool>,
+    started: std::time::Instant,
 }
 
 fn not_found(what: String) -> ServiceError {
@@ -94,6 +101,7 @@ impl Service {
             ready: AtomicBool::new(false),
             cluster: OnceLock::new(),
             stopping: watch::channel(false).0,
+            started: std::time::Instant::now(),
         }))
     }
 
@@ -185,6 +193,7 @@ impl Service {
             size_bytes: bytes.len() as u64,
             contract: module.contract().version().to_string(),
             uploaded_at: now_seconds(),
+            language: sluice_engine::source_language(&bytes),
         };
         match self.cluster_part() {
             Some(part) => self.write_module(part, tenant, &entry, &bytes).await?,
@@ -197,17 +206,6 @@ impl Service {
             "A module was uploaded."
         );
         Ok(entry)
-    }
-
-    /// The tenant's modules.
-    pub async fn modules(
-        &self,
-        caller: &Caller,
-        tenant: &str,
-    ) -> Result<Vec<ModuleEntry>, ServiceError> {
-        caller.may_act_for(tenant)?;
-        self.found(|| self.tenant(tenant)).await?;
-        self.state.modules(tenant)
     }
 
     /// Creates a pipeline and starts it.

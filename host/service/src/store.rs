@@ -31,6 +31,10 @@ pub struct ModuleEntry {
     pub contract: String,
     /// When it was uploaded, in seconds since the epoch.
     pub uploaded_at: u64,
+    /// The language it was written in, as its toolchain recorded it (unset when it
+    /// did not, or for modules uploaded before Sluice looked).
+    #[serde(default)]
+    pub language: Option<String>,
 }
 
 /// What a pipeline was doing when last looked at.
@@ -314,9 +318,14 @@ impl StateDir {
 
 /// Seconds since the epoch, now.
 pub fn now_seconds() -> u64 {
+    now_millis() / 1000
+}
+
+/// Milliseconds since the epoch.
+pub fn now_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]
@@ -331,6 +340,7 @@ mod tests {
             digest: "ab12".into(),
             name: "m".into(),
             size_bytes: 3,
+            language: None,
             contract: "1.0.0".into(),
             uploaded_at: 1,
         };

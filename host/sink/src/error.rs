@@ -68,6 +68,16 @@ pub enum SinkError {
         /// The configured `bootstrap.servers`.
         bootstrap: String,
     },
+    /// A topic's latest records could not be read back.
+    #[error("Cannot read topic `{topic}` at {bootstrap}: {detail}")]
+    ReadTopic {
+        /// The topic.
+        topic: String,
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// The position topic could not be created or read.
     #[error("Cannot use the position topic `{topic}` at {bootstrap}: {detail}")]
     PositionTopic {

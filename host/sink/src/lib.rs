@@ -20,6 +20,7 @@
 mod certificate;
 mod error;
 mod failure;
+mod latest;
 mod position;
 mod producer;
 mod properties;
@@ -32,6 +33,7 @@ mod watch;
 
 pub use error::SinkError;
 pub use failure::{SecurityFailure, SecurityProblem};
+pub use latest::{TopicRecord, read_latest};
 pub use position::SourcePosition;
 pub use producer::{
     Delivery, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, check_topics, load_position,

@@ -33,34 +33,36 @@ pub struct SourcePosition {
 }
 
 /// A consumer context that does not log reaching the end of the partition as an
-/// error (here it is how reading the position topic finishes), and watches for
-/// security failures.
-struct PositionReader {
-    security: SecurityWatch,
+/// error (it is how reading a topic to its end finishes), and watches for security
+/// failures.
+pub(crate) struct TopicReader {
+    pub(crate) security: SecurityWatch,
+    /// What the reader is for, in the words of its error reports.
+    pub(crate) role: &'static str,
 }
 
-impl ClientContext for PositionReader {
+impl ClientContext for TopicReader {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         self.security.log(level, facility, message);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
         if error.rdkafka_error_code() != Some(RDKafkaErrorCode::PartitionEOF) {
-            self.security.report(&error, reason, "position reader");
+            self.security.report(&error, reason, self.role);
         }
     }
 }
 
 /// The security failure the reader met, if any: serves its error events first.
-fn security_failure(consumer: &BaseConsumer<PositionReader>) -> Option<SinkError> {
+pub(crate) fn security_failure(consumer: &BaseConsumer<TopicReader>) -> Option<SinkError> {
     if let Some(Err(e)) = consumer.poll(Duration::ZERO) {
-        tracing::debug!(error = %e, "The position reader reported an error.");
+        tracing::debug!(error = %e, role = consumer.context().role, "A topic reader reported an error.");
     }
     let failure = consumer.context().security.explained_failure()?;
     Some(SinkError::Security(Box::new(failure)))
 }
 
-impl ConsumerContext for PositionReader {}
+impl ConsumerContext for TopicReader {}
 
 fn client_config(properties: &BTreeMap<String, String>) -> ClientConfig {
     let mut config = ClientConfig::new();
@@ -121,7 +123,7 @@ pub async fn ensure_topic(
 
 /// Whether `topic` exists; a reader that only looks must not create it.
 fn topic_exists(
-    consumer: &BaseConsumer<PositionReader>,
+    consumer: &BaseConsumer<TopicReader>,
     topic: &str,
     deadline: Instant,
     fail: impl Fn(String) -> SinkError,
@@ -168,7 +170,7 @@ pub fn read_position(
 ) -> Result<Option<SourcePosition>, SinkError> {
     let fail = |detail: String| topic_error(consumer_properties, topic, detail);
     let mut config = client_config(consumer_properties);
-    let consumer: BaseConsumer<PositionReader> = config
+    let consumer: BaseConsumer<TopicReader> = config
         .set("group.id", format!("sluice-position-reader-{pipeline}"))
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")
@@ -176,8 +178,9 @@ pub fn read_position(
         // The end of the partition is how reading finishes: a fetch that finds nothing
         // new must answer at once, not after the default half second.
         .set("fetch.wait.max.ms", "10")
-        .create_with_context(PositionReader {
+        .create_with_context(TopicReader {
             security: SecurityWatch::new(consumer_properties),
+            role: "position reader",
         })
         .map_err(|e| fail(e.to_string()))?;
     let deadline = Instant::now() + wait;

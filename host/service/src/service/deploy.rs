@@ -12,11 +12,11 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::cluster::ClusterPart;
 use super::registry::{Entry, Running};
-use super::views::position_of;
+use super::views::{LastSwap, position_of};
 use super::{Service, not_found};
 use crate::auth::Caller;
 use crate::error::ServiceError;
-use crate::store::{PipelineDefinition, PipelineState};
+use crate::store::{PipelineDefinition, PipelineState, now_millis};
 
 /// Longest a deploy waits for the pipeline to reach a batch boundary.
 const SWAP_WAIT: Duration = Duration::from_secs(120);
@@ -126,7 +126,7 @@ impl Service {
             self.start(&entry, &mut control)?;
             report.outcome = "started";
         }
-        log_swap(tenant, name, &report);
+        swapped(&entry, tenant, name, &report);
         Ok(report)
     }
 
@@ -170,7 +170,7 @@ impl Service {
         if let Some(done) = switched {
             report.switched(&done);
         }
-        log_swap(tenant, name, &report);
+        swapped(entry, tenant, name, &report);
         Ok(report)
     }
 
@@ -283,7 +283,14 @@ impl DeployReport {
     }
 }
 
-fn log_swap(tenant: &str, name: &str, report: &DeployReport) {
+/// Logs a swap and keeps it as the pipeline's last.
+fn swapped(entry: &Entry, tenant: &str, name: &str, report: &DeployReport) {
+    *entry.last_swap.lock().unwrap_or_else(|e| e.into_inner()) = Some(LastSwap {
+        at_ms: now_millis(),
+        from: report.from.clone(),
+        to: report.to.clone(),
+        outcome: report.outcome,
+    });
     tracing::info!(
         tenant,
         pipeline = name,

@@ -18,6 +18,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::Service;
+use super::history::MetricsHistory;
+use super::views::LastSwap;
 use crate::error::ServiceError;
 use crate::logs::PipelineLog;
 use crate::store::{PipelineDefinition, PipelineState};
@@ -46,6 +48,10 @@ pub(super) struct Entry {
     pub(super) memory_mib: usize,
     // The last switch this node made for a deploy through the cluster's state.
     pub(super) last_switch: Mutex<Option<SwapReport>>,
+    // Its figures over the last hour.
+    pub(super) history: Mutex<MetricsHistory>,
+    // The last module swap done through this node.
+    pub(super) last_swap: Mutex<Option<LastSwap>>,
 }
 
 impl Entry {
@@ -70,6 +76,8 @@ impl Entry {
             control: tokio::sync::Mutex::new(None),
             memory_mib,
             last_switch: Mutex::default(),
+            history: Mutex::default(),
+            last_swap: Mutex::default(),
         })
     }
 

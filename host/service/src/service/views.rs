@@ -8,10 +8,11 @@ use serde::Serialize;
 use sluice_pipeline::{MetricsSnapshot, Position};
 
 use super::Service;
+use super::history::History;
 use super::registry::Entry;
 use crate::auth::Caller;
 use crate::error::ServiceError;
-use crate::store::{PipelineDefinition, PipelineState};
+use crate::store::{ModuleEntry, PipelineDefinition, PipelineState, now_millis};
 
 /// Rate samples kept per pipeline (one per `SAMPLE_EVERY`).
 const RATE_SAMPLES: usize = 10;
@@ -41,6 +42,10 @@ pub struct PipelineStatus {
     pub table: String,
     /// The topic for records that name none.
     pub topic: String,
+    /// The topic of its dead letters (`[transform] dead_letter_topic`), if it has one.
+    pub dead_letter_topic: Option<String>,
+    /// The last module swap made through this node since it started.
+    pub last_swap: Option<LastSwap>,
     /// Where it is (as of its last commit since the service started).
     pub position: Position,
     /// The table's latest version when last looked at.
@@ -62,6 +67,33 @@ pub struct ModuleView {
     pub digest: String,
     /// Its name.
     pub name: String,
+    /// The language it was written in, when its toolchain said.
+    pub language: Option<String>,
+    /// Its size.
+    pub size_bytes: u64,
+}
+
+/// A module swap, as the pipeline's status shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct LastSwap {
+    /// When, in milliseconds since the epoch.
+    pub at_ms: u64,
+    /// Digest of the module before.
+    pub from: String,
+    /// Digest of the module after.
+    pub to: String,
+    /// How the deploy ended (`switched`, `started` or `stored`).
+    pub outcome: &'static str,
+}
+
+/// A tenant's module and the pipelines that run it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModuleListing {
+    /// The module.
+    #[serde(flatten)]
+    pub module: ModuleEntry,
+    /// Names of the tenant's pipelines that run it.
+    pub used_by: Vec<String>,
 }
 
 impl Service {
@@ -98,16 +130,63 @@ impl Service {
 
     pub(super) fn status_of(&self, entry: &Entry) -> Result<PipelineStatus, ServiceError> {
         let definition = entry.definition();
+        let module = self.state.module(&definition.tenant, &definition.module)?;
+        let (node, counters, rows_per_second) = self.figures(entry, &definition);
+        let position = position_of(&definition, &counters);
+        let config = toml::from_str::<toml::Table>(&definition.config).unwrap_or_default();
+        let setting = |section: &str, key: &str| {
+            config
+                .get(section)
+                .and_then(|s| s.get(key))
+                .and_then(toml::Value::as_str)
+                .map(str::to_string)
+        };
+        let (table, topic) = (
+            setting("source", "table").unwrap_or_default(),
+            setting("sink", "topic").unwrap_or_default(),
+        );
+        Ok(PipelineStatus {
+            tenant: definition.tenant,
+            name: definition.name,
+            state: definition.state,
+            node,
+            error: definition.error,
+            module: ModuleView {
+                digest: definition.module,
+                name: module.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
+                language: module.as_ref().and_then(|m| m.language.clone()),
+                size_bytes: module.as_ref().map_or(0, |m| m.size_bytes),
+            },
+            previous_module: definition.previous_module,
+            table,
+            topic,
+            dead_letter_topic: setting("transform", "dead_letter_topic"),
+            last_swap: entry
+                .last_swap
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            position,
+            latest_version: counters.latest_version,
+            lag_versions: counters.lag_versions(),
+            rows_per_second,
+            counters,
+            config: redacted(&definition.config),
+        })
+    }
+
+    /// Where a pipeline's figures come from: in a cluster the running node's (this
+    /// node's own when it runs the pipeline, else the last report of the node that
+    /// does). Returns the node, the counters and the rows per second.
+    fn figures(
+        &self,
+        entry: &Entry,
+        definition: &PipelineDefinition,
+    ) -> (Option<String>, MetricsSnapshot, f64) {
         let counters = entry.metrics.snapshot();
-        let module_name = self
-            .state
-            .module(&definition.tenant, &definition.module)?
-            .map_or_else(String::new, |m| m.name);
         let (tenant, name) = (&definition.tenant, &definition.name);
-        // In a cluster the figures are the running node's: this node's own when it runs
-        // the pipeline, else the last report of the node that does.
         let running = definition.state == PipelineState::Running;
-        let (node, counters, rows_per_second) = match self.cluster_part().filter(|_| running) {
+        match self.cluster_part().filter(|_| running) {
             None => (None, counters, entry.rows_per_second()),
             Some(part) if self.owns(tenant, name) => (
                 Some(part.node().to_string()),
@@ -118,42 +197,48 @@ impl Service {
                 Some(report) => (Some(report.node), report.counters, report.rows_per_second),
                 None => (None, counters, entry.rows_per_second()),
             },
-        };
-        let position = position_of(&definition, &counters);
-        let (table, topic) = match toml::from_str::<toml::Table>(&definition.config) {
-            Ok(config) => {
-                let get = |section: &str, key: &str| {
-                    config
-                        .get(section)
-                        .and_then(|s| s.get(key))
-                        .and_then(toml::Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                };
-                (get("source", "table"), get("sink", "topic"))
-            }
-            Err(_) => Default::default(),
-        };
-        Ok(PipelineStatus {
-            tenant: definition.tenant,
-            name: definition.name,
-            state: definition.state,
-            node,
-            error: definition.error,
-            module: ModuleView {
-                digest: definition.module,
-                name: module_name,
-            },
-            previous_module: definition.previous_module,
-            table,
-            topic,
-            position,
-            latest_version: counters.latest_version,
-            lag_versions: counters.lag_versions(),
-            rows_per_second,
-            counters,
-            config: redacted(&definition.config),
-        })
+        }
+    }
+
+    /// A pipeline's figures over the last hour.
+    pub async fn history(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+        name: &str,
+    ) -> Result<History, ServiceError> {
+        caller.may_act_for(tenant)?;
+        let entry = self.found(|| self.entry(tenant, name)).await?;
+        let history = entry.history.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(history.view())
+    }
+
+    /// The tenant's modules, each with the pipelines that run it.
+    pub async fn modules(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+    ) -> Result<Vec<ModuleListing>, ServiceError> {
+        caller.may_act_for(tenant)?;
+        self.found(|| self.tenant(tenant)).await?;
+        let definitions: Vec<PipelineDefinition> = self
+            .entries()
+            .iter()
+            .map(|e| e.definition())
+            .filter(|d| d.tenant == tenant)
+            .collect();
+        let modules = self.state.modules(tenant)?;
+        Ok(modules
+            .into_iter()
+            .map(|module| ModuleListing {
+                used_by: definitions
+                    .iter()
+                    .filter(|d| d.module == module.digest)
+                    .map(|d| d.name.clone())
+                    .collect(),
+                module,
+            })
+            .collect())
     }
 
     /// The statuses this node's metrics show (operator only): every pipeline's when it
@@ -173,6 +258,16 @@ impl Service {
             })
             .map(|e| self.status_of(e))
             .collect()
+    }
+
+    /// Adds a point to each pipeline's history.
+    pub fn sample_history(&self) {
+        let at_ms = now_millis();
+        for entry in self.entries() {
+            let (_, counters, _) = self.figures(&entry, &entry.definition());
+            let mut history = entry.history.lock().unwrap_or_else(|e| e.into_inner());
+            history.record(at_ms, counters);
+        }
     }
 
     /// Takes a sample of each pipeline's rows counter, for its rate.

@@ -5,7 +5,9 @@
 //!   end), `giant` (1 MiB value per row), `malformed` (packed lengths that do not add
 //!   up), `flood` (10,000 log messages per batch) — every behavior but `reject` and
 //!   `error-row` applies only to batches holding a bad row;
-//! - `bad_ids`: comma-separated `documentId`s that count as bad (default none).
+//! - `bad_ids`: comma-separated `documentId`s that count as bad (default none);
+//! - `note`: added to each rejection's reason, which is then also logged (default
+//!   none): how tests put text of their own into logs and dead letters.
 //!
 //! Good rows become records keyed by `documentId` with the change type as value.
 
@@ -20,6 +22,7 @@ use sluice_transform_sys::sluice::transform::types::{
 struct Settings {
     behavior: String,
     bad_ids: Vec<String>,
+    note: String,
 }
 
 thread_local! {
@@ -45,6 +48,7 @@ impl Guest for Misbehaving {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .collect(),
+            note: get("note"),
         };
         SETTINGS.with(|s| *s.borrow_mut() = Some(settings));
         Ok(())
@@ -127,10 +131,12 @@ fn run(settings: &Settings, batch: &Batch) -> Result<(), TransformError> {
     let mut packed = empty();
     for (row, (id, change)) in ids.iter().zip(changes).enumerate() {
         if is_bad(id) {
-            batch.reject(
-                row as u32,
-                &format!("deal {} is poisoned", id.as_deref().unwrap_or("?")),
-            );
+            let mut reason = format!("deal {} is poisoned", id.as_deref().unwrap_or("?"));
+            if !settings.note.is_empty() {
+                reason = format!("{reason}: {}", settings.note);
+                host::log(LogLevel::Warn, &reason);
+            }
+            batch.reject(row as u32, &reason);
             continue;
         }
         let key = id.as_deref().unwrap_or_default().as_bytes();

@@ -1,0 +1,285 @@
+// The service's API: types of its answers and one function per call. Every call
+// sends the token as a Bearer header; a 401 signs the caller out.
+import { currentToken, signOut, type Identity } from './auth';
+
+const REJECTED_TOKEN = 'The token was not accepted.';
+
+export type State = 'running' | 'paused' | 'failed';
+
+export interface Position {
+  version: number;
+  row_offset: number;
+  /** Left out by the service when false. */
+  snapshot?: boolean;
+}
+
+export interface Counters {
+  rows_in: number;
+  records_out: number;
+  bytes_out: number;
+  failed_rows: number;
+  failed_batches: number;
+  traps: number;
+  host_limits: number;
+  sink_retries: number;
+  registry_retries: number;
+  source_retries: number;
+  storage_requests: number;
+  storage_failures: number;
+  batches: number;
+  guest_seconds: number;
+  swaps: number;
+  last_swap_pause_seconds: number;
+}
+
+export interface PipelineStatus {
+  tenant: string;
+  name: string;
+  state: State;
+  node: string | null;
+  error: string | null;
+  module: { digest: string; name: string; language?: string | null; size_bytes?: number };
+  previous_module: string | null;
+  last_swap?: { at_ms: number; from: string; to: string; outcome?: string } | null;
+  table: string;
+  topic: string;
+  dead_letter_topic?: string | null;
+  position: Position;
+  latest_version: number;
+  lag_versions: number;
+  rows_per_second: number;
+  counters: Counters;
+  config: string;
+}
+
+export interface HistoryPoint {
+  at_ms: number;
+  rows_per_second: number;
+  records_per_second: number;
+  lag_versions: number;
+  batch_seconds: number;
+  guest_share: number;
+  errors: number;
+}
+
+export interface History {
+  interval_seconds: number;
+  points: HistoryPoint[];
+}
+
+export interface LogLine {
+  at_ms: number;
+  level: string;
+  /** Digest of the module that wrote it. */
+  module: string;
+  message: string;
+}
+
+export interface DeadLetter {
+  partition: number;
+  offset: number;
+  timestamp_ms: number | null;
+  key: string | null;
+  letter: {
+    table: string;
+    version: number;
+    row: number;
+    change_type: string;
+    /** ISO 8601, UTC. */
+    commit_timestamp: string | null;
+    module: string;
+    module_digest: string;
+    error_kind: string;
+    error: string;
+    data: unknown;
+  } | null;
+  /** The record's value when it is not JSON. */
+  raw: string | null;
+}
+
+export interface DeadLetters {
+  topic: string | null;
+  letters: DeadLetter[];
+}
+
+export interface DeployReport {
+  from: string;
+  to: string;
+  outcome: 'switched' | 'started' | 'stored';
+  position: Position | null;
+  pause_ms: number | null;
+  committed_rows: number | null;
+  prepare_ms: number;
+}
+
+export interface Module {
+  digest: string;
+  name: string;
+  size_bytes: number;
+  contract: string;
+  /** Seconds since the epoch. */
+  uploaded_at: number;
+  language?: string | null;
+  used_by?: string[];
+}
+
+export interface Tenant {
+  name: string;
+  source: string;
+  pipelines: number;
+  settings: Record<string, unknown>;
+}
+
+export interface HostStatus {
+  uptime_seconds: number;
+  memory: {
+    /** Unset where the service cannot read it (no /proc). */
+    rss_bytes: number | null;
+    reserved_guest_mib: number;
+    max_guest_mib: number;
+  };
+  limits: { max_pipelines: number; max_memory_mib: number; max_module_mib: number };
+  tenants: {
+    tenant: string;
+    running: number;
+    paused: number;
+    failed: number;
+    reserved_guest_mib: number;
+    max_pipelines: number;
+    max_memory_mib: number;
+  }[];
+}
+
+export class ApiError extends Error {
+  constructor(message: string, readonly status: number) {
+    super(message);
+  }
+}
+
+interface CallOptions {
+  method?: string;
+  body?: BodyInit;
+  contentType?: string;
+  signal?: AbortSignal;
+  /** Used only to sign in; otherwise the stored token. */
+  token?: string;
+}
+
+/** Makes a call and returns the response when it succeeded; throws ApiError otherwise. */
+export async function call(path: string, options: CallOptions = {}): Promise<Response> {
+  const headers: Record<string, string> = {
+    Authorization: `Bearer ${options.token ?? currentToken() ?? ''}`,
+  };
+  if (options.contentType) headers['Content-Type'] = options.contentType;
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method: options.method ?? 'GET',
+      headers,
+      body: options.body,
+      signal: options.signal,
+      cache: 'no-store',
+    });
+  } catch (error) {
+    if (options.signal?.aborted) throw error;
+    throw new ApiError('The service could not be reached.', 0);
+  }
+  if (response.ok) return response;
+  if (response.status === 401) {
+    signOut(REJECTED_TOKEN);
+    throw new ApiError(REJECTED_TOKEN, 401);
+  }
+  throw new ApiError(await refusal(response), response.status);
+}
+
+/** The sentence of an `{"error": ...}` answer, or a plain one naming the status. */
+async function refusal(response: Response): Promise<string> {
+  try {
+    const body = await response.json();
+    if (typeof body?.error === 'string') return body.error;
+  } catch {
+    // not JSON: fall through
+  }
+  const reason = response.statusText ? ` ${response.statusText}` : '';
+  return `The service answered ${response.status}${reason}.`;
+}
+
+async function json<T>(path: string, options?: CallOptions): Promise<T> {
+  return (await call(path, options)).json() as Promise<T>;
+}
+
+const seg = encodeURIComponent;
+const pipelinePath = (tenant: string, name: string) =>
+  `/v1/tenants/${seg(tenant)}/pipelines/${seg(name)}`;
+
+export const whoami = (token: string) => json<Identity>('/v1/whoami', { token });
+
+export const tenants = (signal?: AbortSignal) => json<Tenant[]>('/v1/tenants', { signal });
+
+export const pipelines = (tenant: string, signal?: AbortSignal) =>
+  json<PipelineStatus[]>(`/v1/tenants/${seg(tenant)}/pipelines`, { signal });
+
+export const pipeline = (tenant: string, name: string, signal?: AbortSignal) =>
+  json<PipelineStatus>(pipelinePath(tenant, name), { signal });
+
+export const history = (tenant: string, name: string, signal?: AbortSignal) =>
+  json<History>(`${pipelinePath(tenant, name)}/history`, { signal });
+
+export const deadLetters = (tenant: string, name: string, signal?: AbortSignal) =>
+  json<DeadLetters>(`${pipelinePath(tenant, name)}/dead-letters?limit=50`, { signal });
+
+export const pause = (tenant: string, name: string) =>
+  json<PipelineStatus>(`${pipelinePath(tenant, name)}/pause`, { method: 'POST' });
+
+export const resume = (tenant: string, name: string) =>
+  json<PipelineStatus>(`${pipelinePath(tenant, name)}/resume`, { method: 'POST' });
+
+export const rollback = (tenant: string, name: string) =>
+  json<DeployReport>(`${pipelinePath(tenant, name)}/rollback`, { method: 'POST' });
+
+export const deploy = (tenant: string, name: string, module: string, sampleRows?: number) =>
+  json<DeployReport>(`${pipelinePath(tenant, name)}/deploy`, {
+    method: 'POST',
+    contentType: 'application/json',
+    body: JSON.stringify(sampleRows === undefined ? { module } : { module, sample_rows: sampleRows }),
+  });
+
+export const modules = (tenant: string, signal?: AbortSignal) =>
+  json<Module[]>(`/v1/tenants/${seg(tenant)}/modules`, { signal });
+
+export const uploadModule = (tenant: string, name: string, bytes: Blob) =>
+  json<Module>(`/v1/tenants/${seg(tenant)}/modules?name=${seg(name)}`, {
+    method: 'POST',
+    contentType: 'application/wasm',
+    body: bytes,
+  });
+
+export const host = (signal?: AbortSignal) => json<HostStatus>('/v1/host', { signal });
+
+/** The follow stream of a pipeline's log; read it with `readLines`. */
+export const logStream = (tenant: string, name: string, signal: AbortSignal) =>
+  call(`${pipelinePath(tenant, name)}/logs?follow=true`, { signal });
+
+/** Calls `onLines` with each batch of complete NDJSON lines until the stream ends. */
+export async function readLines<T>(response: Response, onLines: (lines: T[]) => void): Promise<void> {
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let rest = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    const parts = (rest + value).split('\n');
+    rest = parts.pop() ?? '';
+    const lines = parts.filter((part) => part.trim() !== '').map((part) => JSON.parse(part) as T);
+    if (lines.length > 0) onLines(lines);
+  }
+}
+
+/** Tenants whose data the caller sees. */
+export async function visibleTenants(identity: Identity, signal?: AbortSignal): Promise<string[]> {
+  if (identity.role === 'tenant') return [identity.tenant];
+  return (await tenants(signal)).map((tenant) => tenant.name).sort();
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

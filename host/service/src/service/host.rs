@@ -1,0 +1,160 @@
+//! Who a token names, and what the operator sees of the host as a whole.
+
+use serde::Serialize;
+
+use super::Service;
+use crate::auth::Caller;
+use crate::config::HostLimits;
+use crate::error::ServiceError;
+use crate::store::PipelineState;
+
+/// Who the caller is: how the console signs in.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(tag = "role", rename_all = "kebab-case")]
+pub enum WhoAmI {
+    /// The operator's token.
+    Operator,
+    /// A tenant's token.
+    Tenant {
+        /// The tenant.
+        tenant: String,
+    },
+}
+
+/// The host as the operator sees it.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostView {
+    /// Seconds since the service started.
+    pub uptime_seconds: u64,
+    /// The process's memory.
+    pub memory: HostMemory,
+    /// The caps over all tenants.
+    pub limits: HostLimits,
+    /// Each tenant's pipelines and the memory they reserve.
+    pub tenants: Vec<TenantFigures>,
+}
+
+/// The process's memory and the guest memory pipelines reserve.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostMemory {
+    /// Resident memory of the service process (unset where `/proc` is not there).
+    pub rss_bytes: Option<u64>,
+    /// Guest memory all pipelines may use together (the sum of their limits), in MiB.
+    pub reserved_guest_mib: usize,
+    /// The host's cap on that sum (`[limits] max_memory_mib`).
+    pub max_guest_mib: usize,
+}
+
+/// One tenant's pipelines by state and what they reserve, beside its limits.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TenantFigures {
+    /// The tenant.
+    pub tenant: String,
+    /// Pipelines running.
+    pub running: usize,
+    /// Pipelines paused.
+    pub paused: usize,
+    /// Pipelines failed.
+    pub failed: usize,
+    /// Guest memory its pipelines may use together, in MiB.
+    pub reserved_guest_mib: usize,
+    /// Its cap on pipelines.
+    pub max_pipelines: usize,
+    /// Its cap on one pipeline's guest memory, in MiB.
+    pub max_memory_mib: usize,
+}
+
+impl Service {
+    /// Who the caller is.
+    pub fn whoami(&self, caller: &Caller) -> WhoAmI {
+        match caller {
+            Caller::Operator => WhoAmI::Operator,
+            Caller::Tenant(tenant) => WhoAmI::Tenant {
+                tenant: tenant.clone(),
+            },
+        }
+    }
+
+    /// The host's memory, limits and pipelines per tenant (operator only).
+    pub fn host_view(&self, caller: &Caller) -> Result<HostView, ServiceError> {
+        if *caller != Caller::Operator {
+            return Err(ServiceError::OperatorOnly("see the host's figures"));
+        }
+        let mut tenants: Vec<TenantFigures> = {
+            let known = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+            known
+                .iter()
+                .map(|(name, tenant)| TenantFigures {
+                    tenant: name.clone(),
+                    max_pipelines: tenant.config.max_pipelines,
+                    max_memory_mib: tenant.config.max_memory_mib,
+                    ..TenantFigures::default()
+                })
+                .collect()
+        };
+        let mut reserved_guest_mib = 0;
+        for entry in self.entries() {
+            let definition = entry.definition();
+            reserved_guest_mib += entry.memory_mib;
+            let Some(figures) = tenants.iter_mut().find(|t| t.tenant == definition.tenant) else {
+                continue;
+            };
+            figures.reserved_guest_mib += entry.memory_mib;
+            match definition.state {
+                PipelineState::Running => figures.running += 1,
+                PipelineState::Paused => figures.paused += 1,
+                PipelineState::Failed => figures.failed += 1,
+            }
+        }
+        let limits = self.config.limits.clone();
+        Ok(HostView {
+            uptime_seconds: self.started.elapsed().as_secs(),
+            memory: HostMemory {
+                rss_bytes: resident_bytes(),
+                reserved_guest_mib,
+                max_guest_mib: limits.max_memory_mib,
+            },
+            limits,
+            tenants,
+        })
+    }
+}
+
+/// The process's resident memory, from `/proc/self/status` (Linux).
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    rss_from_status(&status)
+}
+
+fn rss_from_status(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resident_memory_is_read_from_the_status_file() {
+        let status = "Name:\tsluice\nVmPeak:\t  900 kB\nVmRSS:\t   12345 kB\nThreads:\t9\n";
+        assert_eq!(rss_from_status(status), Some(12345 * 1024));
+        assert_eq!(rss_from_status("Name:\tsluice\n"), None);
+    }
+
+    #[test]
+    fn the_caller_is_shown_by_role() {
+        let shown = |w: WhoAmI| serde_json::to_value(w).unwrap();
+        assert_eq!(
+            shown(WhoAmI::Operator),
+            serde_json::json!({"role": "operator"})
+        );
+        assert_eq!(
+            shown(WhoAmI::Tenant {
+                tenant: "acme".into()
+            }),
+            serde_json::json!({"role": "tenant", "tenant": "acme"})
+        );
+    }
+}
