@@ -101,6 +101,7 @@ pub fn router(service: Arc<Service>) -> Router {
             get(tenant).put(put_tenant).delete(delete_tenant),
         )
         .route("/v1/tenants/{tenant}/pipelines", get(list_pipelines))
+        .route("/v1/tenants/{tenant}/history", get(tenant_history))
         .route(pipeline, get(status).put(create).delete(delete))
         .route(&format!("{pipeline}/deploy"), post(deploy))
         .route(&format!("{pipeline}/rollback"), post(rollback))
@@ -221,12 +222,29 @@ async fn host(State(service): Shared, caller: Caller) -> Reply<Response> {
     Ok(Json(service.host_view(&caller)?).into_response())
 }
 
+#[derive(Deserialize)]
+struct HistoryQuery {
+    last: Option<usize>,
+}
+
 async fn history(
     State(service): Shared,
     caller: Caller,
     Path((tenant, name)): Path<(String, String)>,
+    Query(query): Query<HistoryQuery>,
 ) -> Reply<Response> {
-    Ok(Json(service.history(&caller, &tenant, &name).await?).into_response())
+    let history = service.history(&caller, &tenant, &name, query.last).await?;
+    Ok(Json(history).into_response())
+}
+
+async fn tenant_history(
+    State(service): Shared,
+    caller: Caller,
+    Path(tenant): Path<String>,
+    Query(query): Query<HistoryQuery>,
+) -> Reply<Response> {
+    let history = service.tenant_history(&caller, &tenant, query.last).await?;
+    Ok(Json(history).into_response())
 }
 
 #[derive(Deserialize)]

@@ -29,7 +29,7 @@ use crate::store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir, now
 pub use cluster::NodeView;
 pub use dead_letters::{DeadLetter, DeadLetters, MAX_LETTERS};
 pub use deploy::{Deploy, DeployReport};
-pub use history::{HISTORY_EVERY, History, HistoryPoint};
+pub use history::{HISTORY_EVERY, History, HistoryPoint, TenantHistory};
 pub use host::{HostMemory, HostView, TenantFigures, WhoAmI};
 use registry::{Entry, stop};
 #[cfg(test)]

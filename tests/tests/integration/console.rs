@@ -27,6 +27,16 @@ const INJECTED: &str = r#"<img src=x onerror="window.__pwned=1"><script>window._
 /// Deals the rejecting module refuses.
 const BAD_IDS: [&str; 2] = ["deal-0003", "deal-0007"];
 
+/// A pipeline name of its own for this run (positions outlive the test in the broker),
+/// short enough to read in the screenshots.
+fn short_name(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}-{:06x}", (nanos ^ std::process::id()) & 0xff_ffff)
+}
+
 fn chromium() -> PathBuf {
     let path = std::env::var_os("SLUICE_CHROMIUM")
         .map_or_else(|| "/usr/bin/chromium".into(), PathBuf::from);
@@ -61,8 +71,7 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
     let behaviors_digest = serve.upload("acme", &behaviors, "behaviors");
     let globex_digest = serve.upload("globex", &blue, "ledger");
 
-    // Unique names: positions outlive the test in the broker.
-    let streaming = &unique_topic("orders");
+    let streaming = &short_name("orders");
     let config = pipeline_config(
         &streaming_table,
         &unique_topic("console-stream"),
@@ -73,7 +82,7 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
         },
     );
     serve.create("acme", streaming, &config, &blue_digest);
-    let rejecting = &unique_topic("poisoned");
+    let rejecting = &short_name("poisoned");
     let params = format!(
         "behavior = \"reject\"\nbad_ids = \"{}\"\nnote = '{INJECTED}'",
         BAD_IDS.join(",")
@@ -91,7 +100,7 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
         },
     );
     serve.create("acme", rejecting, &config, &behaviors_digest);
-    let hidden = &unique_topic("ledger");
+    let hidden = &short_name("ledger");
     let config = pipeline_config(
         &streaming_table,
         &unique_topic("console-globex"),

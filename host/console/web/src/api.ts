@@ -67,6 +67,12 @@ export interface History {
   points: HistoryPoint[];
 }
 
+/** The recent points of each of a tenant's pipelines, by name. */
+export interface TenantHistory {
+  interval_seconds: number;
+  pipelines: Record<string, HistoryPoint[]>;
+}
+
 export interface LogLine {
   at_ms: number;
   level: string;
@@ -224,6 +230,9 @@ export const pipeline = (tenant: string, name: string, signal?: AbortSignal) =>
 
 export const history = (tenant: string, name: string, signal?: AbortSignal) =>
   json<History>(`${pipelinePath(tenant, name)}/history`, { signal });
+
+export const tenantHistory = (tenant: string, last: number, signal?: AbortSignal) =>
+  json<TenantHistory>(`/v1/tenants/${seg(tenant)}/history?last=${last}`, { signal });
 
 export const deadLetters = (tenant: string, name: string, signal?: AbortSignal) =>
   json<DeadLetters>(`${pipelinePath(tenant, name)}/dead-letters?limit=50`, { signal });

@@ -148,7 +148,6 @@ async function main() {
       return text.includes('running') && text.includes('rust');
     });
     await assertNotPwned();
-    await shoot('pipelines.png');
   });
 
   await check(`the throughput chart of ${streaming} moves`, async () => {
@@ -203,6 +202,12 @@ async function main() {
     );
     // By now the charts hold several points, and the swap shows.
     await shoot('pipeline.png');
+  });
+
+  await check('the pipelines page draws the last minutes of each pipeline', async () => {
+    await page.goto(url);
+    await row(tenant, streaming).locator('svg.sparkline').waitFor();
+    await shoot('pipelines.png');
   });
 
   let rejectingDigest;

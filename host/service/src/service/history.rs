@@ -33,13 +33,23 @@ pub struct HistoryPoint {
     pub errors: u64,
 }
 
-/// What the API shows of a history.
+/// What the API shows of a pipeline's history.
 #[derive(Clone, Debug, Serialize)]
 pub struct History {
     /// Seconds between points.
     pub interval_seconds: u64,
     /// Oldest first.
     pub points: Vec<HistoryPoint>,
+}
+
+/// The recent history of each of a tenant's pipelines: what a list of them draws its
+/// sparklines from, in one call.
+#[derive(Clone, Debug, Serialize)]
+pub struct TenantHistory {
+    /// Seconds between points.
+    pub interval_seconds: u64,
+    /// Each pipeline's points by name, oldest first.
+    pub pipelines: std::collections::BTreeMap<String, Vec<HistoryPoint>>,
 }
 
 /// The points of one pipeline and the counters the next point is measured from.
@@ -65,12 +75,10 @@ impl MetricsHistory {
         self.last = Some((at_ms, now));
     }
 
-    /// The points, oldest first.
-    pub(super) fn view(&self) -> History {
-        History {
-            interval_seconds: HISTORY_EVERY.as_secs(),
-            points: self.points.iter().cloned().collect(),
-        }
+    /// The last `last` points (all without a number), oldest first.
+    pub(super) fn points(&self, last: Option<usize>) -> Vec<HistoryPoint> {
+        let skip = last.map_or(0, |last| self.points.len().saturating_sub(last));
+        self.points.iter().skip(skip).cloned().collect()
     }
 }
 
@@ -116,11 +124,11 @@ mod tests {
         let mut history = MetricsHistory::default();
         history.record(10_000, counters(100, 1, 0.5, 0));
         assert!(
-            history.view().points.is_empty(),
+            history.points(None).is_empty(),
             "the first reading is a start"
         );
         history.record(15_000, counters(600, 5, 1.3, 2));
-        let points = history.view().points;
+        let points = history.points(None);
         assert_eq!(
             points,
             [HistoryPoint {
@@ -140,7 +148,7 @@ mod tests {
         let mut history = MetricsHistory::default();
         history.record(0, counters(1_000, 10, 5.0, 3));
         history.record(5_000, counters(10, 1, 0.1, 0));
-        let point = &history.view().points[0];
+        let point = &history.points(None)[0];
         assert_eq!(
             (point.rows_per_second, point.guest_share, point.errors),
             (0.0, 0.0, 0)
@@ -153,7 +161,7 @@ mod tests {
         for i in 0..=(HISTORY_POINTS as u64 + 10) {
             history.record(i * 5_000, counters(i * 10, i, 0.0, 0));
         }
-        let points = history.view().points;
+        let points = history.points(None);
         assert_eq!(points.len(), HISTORY_POINTS);
         assert_eq!(points[0].at_ms, 11 * 5_000);
     }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use sluice_pipeline::{MetricsSnapshot, Position};
 
 use super::Service;
-use super::history::History;
+use super::history::{HISTORY_EVERY, History, TenantHistory};
 use super::registry::Entry;
 use crate::auth::Caller;
 use crate::error::ServiceError;
@@ -200,17 +200,47 @@ impl Service {
         }
     }
 
-    /// A pipeline's figures over the last hour.
+    /// A pipeline's figures over the last hour (its last `last` points).
     pub async fn history(
         &self,
         caller: &Caller,
         tenant: &str,
         name: &str,
+        last: Option<usize>,
     ) -> Result<History, ServiceError> {
         caller.may_act_for(tenant)?;
         let entry = self.found(|| self.entry(tenant, name)).await?;
         let history = entry.history.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(history.view())
+        Ok(History {
+            interval_seconds: HISTORY_EVERY.as_secs(),
+            points: history.points(last),
+        })
+    }
+
+    /// The last `last` points of each of the tenant's pipelines.
+    pub async fn tenant_history(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+        last: Option<usize>,
+    ) -> Result<TenantHistory, ServiceError> {
+        caller.may_act_for(tenant)?;
+        self.found(|| self.tenant(tenant)).await?;
+        let pipelines = self
+            .entries()
+            .iter()
+            .filter_map(|entry| {
+                let definition = entry.definition();
+                (definition.tenant == tenant).then(|| {
+                    let history = entry.history.lock().unwrap_or_else(|e| e.into_inner());
+                    (definition.name, history.points(last))
+                })
+            })
+            .collect();
+        Ok(TenantHistory {
+            interval_seconds: HISTORY_EVERY.as_secs(),
+            pipelines,
+        })
     }
 
     /// The tenant's modules, each with the pipelines that run it.

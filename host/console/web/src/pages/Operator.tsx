@@ -59,7 +59,8 @@ function HostView({ host }: { host: api.HostStatus }) {
               <th class="number">Paused</th>
               <th class="number">Failed</th>
               <th>Pipelines of limit</th>
-              <th>Module memory of limit</th>
+              <th>Module memory reserved</th>
+              <th class="number">Per pipeline at most</th>
             </tr>
           </thead>
           <tbody>
@@ -75,10 +76,9 @@ function HostView({ host }: { host: api.HostStatus }) {
                     {pipelines} of {t.max_pipelines}
                     <progress value={pipelines} max={t.max_pipelines} />
                   </td>
-                  <td>
-                    {t.reserved_guest_mib} of {t.max_memory_mib} MiB
-                    <progress value={t.reserved_guest_mib} max={t.max_memory_mib} />
-                  </td>
+                  {/* A tenant's memory limit caps each pipeline, not their sum. */}
+                  <td>{bytes(t.reserved_guest_mib * MIB)}</td>
+                  <td class="number">{bytes(t.max_memory_mib * MIB)}</td>
                 </tr>
               );
             })}
