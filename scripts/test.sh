@@ -18,6 +18,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # The guest SDKs' own tests (the parts that need no host).
 python3 -m pytest -q guest-sdk/python/tests
 node --test guest-sdk/js/test/
+# The web console's TypeScript (the build above installed its packages).
+(cd host/console/web && npm run --silent check)
 (cd guest-sdk/go && GOTOOLCHAIN=local GOFLAGS=-mod=mod go vet ./... && GOTOOLCHAIN=local GOFLAGS=-mod=mod go test ./...)
 
 # A broker that was already running (the demo's, a developer's) is used and left running;

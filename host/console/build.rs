@@ -20,6 +20,10 @@ fn main() {
     }
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let dist = out.join("console");
+    // Builds of two profiles (or an editor's check beside a build) share `node_modules`:
+    // one installs at a time (`npm ci` empties it first).
+    let manifest = std::fs::File::open(web.join("package.json")).expect("web/package.json");
+    manifest.lock().expect("web/package.json can be locked");
     if needs_install(&web) {
         run(
             Command::new("npm").args(["ci", "--no-audit", "--no-fund"]),

@@ -214,8 +214,8 @@ async fn metrics(State(service): Shared, caller: Caller) -> Reply<Response> {
         .into_response())
 }
 
-async fn whoami(State(service): Shared, caller: Caller) -> Reply<Response> {
-    Ok(Json(service.whoami(&caller)).into_response())
+async fn whoami(caller: Caller) -> Json<crate::auth::WhoAmI> {
+    Json(caller.who())
 }
 
 async fn host(State(service): Shared, caller: Caller) -> Reply<Response> {

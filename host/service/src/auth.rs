@@ -31,6 +31,31 @@ impl Caller {
     }
 }
 
+/// Who the caller is: how the console signs in.
+#[derive(Clone, Debug, serde::Serialize, PartialEq, Eq)]
+#[serde(tag = "role", rename_all = "kebab-case")]
+pub enum WhoAmI {
+    /// The operator's token.
+    Operator,
+    /// A tenant's token.
+    Tenant {
+        /// The tenant.
+        tenant: String,
+    },
+}
+
+impl Caller {
+    /// Who the caller is, as the API shows it.
+    pub fn who(&self) -> WhoAmI {
+        match self {
+            Caller::Operator => WhoAmI::Operator,
+            Caller::Tenant(tenant) => WhoAmI::Tenant {
+                tenant: tenant.clone(),
+            },
+        }
+    }
+}
+
 /// The known tokens, kept only as SHA-256 hashes. Tenants come and go while the
 /// service runs (the operator API adds and removes them).
 pub struct Tokens {
@@ -160,6 +185,19 @@ impl Tokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_caller_is_shown_by_role() {
+        let shown = |w: WhoAmI| serde_json::to_value(w).unwrap();
+        assert_eq!(
+            shown(Caller::Operator.who()),
+            serde_json::json!({"role": "operator"})
+        );
+        assert_eq!(
+            shown(Caller::Tenant("acme".into()).who()),
+            serde_json::json!({"role": "tenant", "tenant": "acme"})
+        );
+    }
 
     fn tokens() -> Tokens {
         let tokens = Tokens {

@@ -21,7 +21,7 @@ mod service;
 mod store;
 
 pub use api::router;
-pub use auth::{Caller, Tokens};
+pub use auth::{Caller, Tokens, WhoAmI};
 pub use config::{HostLimits, ServeConfig, ServerSection, TenantConfig};
 pub use console::CONSOLE_PATH;
 pub use error::ServiceError;
@@ -30,7 +30,6 @@ pub use service::{
     CreatePipeline, DeadLetter, DeadLetters, Deploy, DeployReport, HISTORY_EVERY, History,
     HistoryPoint, HostMemory, HostView, LastSwap, MAX_LETTERS, ModuleListing, ModuleView, NodeView,
     PipelineStatus, SAMPLE_EVERY, Service, TenantFigures, TenantHistory, TenantSource, TenantView,
-    WhoAmI,
 };
 pub use store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir};
 

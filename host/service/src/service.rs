@@ -30,7 +30,7 @@ pub use cluster::NodeView;
 pub use dead_letters::{DeadLetter, DeadLetters, MAX_LETTERS};
 pub use deploy::{Deploy, DeployReport};
 pub use history::{HISTORY_EVERY, History, HistoryPoint, TenantHistory};
-pub use host::{HostMemory, HostView, TenantFigures, WhoAmI};
+pub use host::{HostMemory, HostView, TenantFigures};
 use registry::{Entry, stop};
 #[cfg(test)]
 pub(crate) use tenancy::reaches_host_files;

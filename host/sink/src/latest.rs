@@ -102,7 +102,9 @@ pub fn read_latest(
         .assign(&assignment)
         .map_err(|e| fail(e.to_string()))?;
     let mut records = Vec::new();
-    while unread > 0 {
+    // A partition reports its end again after more records arrive: count each once.
+    let mut ended = std::collections::HashSet::new();
+    while ended.len() < unread {
         if Instant::now() > deadline {
             return Err(fail(format!(
                 "its latest records could not be read within {wait:?}"
@@ -110,7 +112,9 @@ pub fn read_latest(
         }
         match consumer.poll(Duration::from_millis(100)) {
             None => {}
-            Some(Err(KafkaError::PartitionEOF(_))) => unread -= 1,
+            Some(Err(KafkaError::PartitionEOF(partition))) => {
+                ended.insert(partition);
+            }
             Some(Err(e)) => return Err(fail(e.to_string())),
             Some(Ok(message)) => records.push(TopicRecord {
                 partition: message.partition(),

@@ -57,7 +57,9 @@ export interface HistoryPoint {
   rows_per_second: number;
   records_per_second: number;
   lag_versions: number;
-  batch_seconds: number;
+  /** Mean seconds in the module per batch. */
+  guest_seconds_per_batch: number;
+  /** Seconds in the module per second (above 1 with several instances). */
   guest_share: number;
   errors: number;
 }
@@ -98,14 +100,14 @@ export interface DeadLetter {
     error_kind: string;
     error: string;
     data: unknown;
-  } | null;
-  /** The record's value when it is not JSON. */
-  raw: string | null;
+  };
 }
 
 export interface DeadLetters {
   topic: string | null;
   letters: DeadLetter[];
+  /** Records of the topic that are not letters of this pipeline's table. */
+  skipped: number;
 }
 
 export interface DeployReport {
@@ -172,7 +174,7 @@ interface CallOptions {
 }
 
 /** Makes a call and returns the response when it succeeded; throws ApiError otherwise. */
-export async function call(path: string, options: CallOptions = {}): Promise<Response> {
+async function call(path: string, options: CallOptions = {}): Promise<Response> {
   const headers: Record<string, string> = {
     Authorization: `Bearer ${options.token ?? currentToken() ?? ''}`,
   };

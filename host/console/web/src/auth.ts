@@ -4,7 +4,7 @@ import { useEffect, useState } from 'preact/hooks';
 
 export type Identity = { role: 'operator' } | { role: 'tenant'; tenant: string };
 
-export interface Session {
+interface Session {
   token: string | null;
   /** Known once `whoami` answered for the token. */
   identity: Identity | null;

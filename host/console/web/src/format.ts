@@ -3,6 +3,9 @@ import type { DeployReport } from './api';
 
 export const shortDigest = (digest: string) => digest.slice(0, 12);
 
+/** A module's name by default: its file name without `.wasm`. */
+export const moduleNameOf = (file: File) => file.name.replace(/\.wasm$/i, '');
+
 const number = new Intl.NumberFormat('en', { maximumFractionDigits: 1 });
 
 export const count = (n: number) => number.format(n);

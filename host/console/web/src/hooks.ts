@@ -1,9 +1,9 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { messageOf } from './api';
+import { ApiError, messageOf } from './api';
 
 export const REFRESH_MS = 5000;
 
-export interface Polled<T> {
+interface Polled<T> {
   data?: T;
   /** The last load's failure; the previous data is kept meanwhile. */
   error?: string;
@@ -12,8 +12,9 @@ export interface Polled<T> {
 
 /**
  * Loads data on mount and again `every` ms after each load finishes (never
- * overlapping); `reload` loads now. Leaving the page aborts a load under way.
- * Pages are keyed by route, so `load` is fixed for a component's life.
+ * overlapping); `reload` loads now. Leaving the page aborts a load under way. The
+ * latest `load` is used, so it may close over changing props. When the data is gone
+ * (404: deleted while shown), the old data is dropped rather than shown as current.
  */
 export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, every?: number): Polled<T> {
   const [state, setState] = useState<{ data?: T; error?: string }>({});
@@ -29,7 +30,10 @@ export function usePoll<T>(load: (signal: AbortSignal) => Promise<T>, every?: nu
         const data = await loadRef.current(controller.signal);
         if (!controller.signal.aborted) setState({ data });
       } catch (error) {
-        if (!controller.signal.aborted) setState((s) => ({ data: s.data, error: messageOf(error) }));
+        if (!controller.signal.aborted) {
+          const gone = error instanceof ApiError && error.status === 404;
+          setState((s) => ({ data: gone ? undefined : s.data, error: messageOf(error) }));
+        }
       }
       if (!controller.signal.aborted && every) timer = setTimeout(run, every);
     };

@@ -12,7 +12,13 @@ export type Route =
 
 function parse(hash: string): Route {
   const path = hash.replace(/^#/, '') || '/';
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  let parts: string[];
+  try {
+    parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  } catch {
+    // A hand-typed address with a stray `%`.
+    return { page: 'not-found', path };
+  }
   if (parts.length === 0) return { page: 'pipelines' };
   if (parts.length === 1 && ['modules', 'operator', 'sign-in'].includes(parts[0])) {
     return { page: parts[0] as 'modules' | 'operator' | 'sign-in' };

@@ -1,8 +1,15 @@
 //! A pipeline's latest dead letters, read back from its dead-letter topic.
+//!
+//! Only letters of the pipeline's own table are shown: a tenant may name any topic as
+//! its dead-letter topic, and without `topic_prefix` or Kafka ACLs that could be
+//! another tenant's; what is shown is then never more than the tenant's own pipeline
+//! may read from the table itself.
 
 use std::time::Duration;
 
 use serde::Serialize;
+use sluice_pipeline::ErrorPolicy;
+use sluice_sink::TopicRecord;
 
 use super::Service;
 use crate::auth::Caller;
@@ -21,6 +28,8 @@ pub struct DeadLetters {
     pub topic: Option<String>,
     /// Newest first.
     pub letters: Vec<DeadLetter>,
+    /// Records read from the topic that are not letters of this pipeline's table.
+    pub skipped: usize,
 }
 
 /// One dead letter: where it is in the topic, and what it says.
@@ -34,15 +43,14 @@ pub struct DeadLetter {
     pub timestamp_ms: Option<i64>,
     /// Its key (`<table>@<version>#<row>`), as text.
     pub key: Option<String>,
-    /// The letter (table, version, row, change type, error, the row's data) when it is
-    /// JSON, as Sluice writes it.
-    pub letter: Option<serde_json::Value>,
-    /// The value as text when it is not JSON.
-    pub raw: Option<String>,
+    /// The letter as Sluice writes it: table, version, row, change type, commit time,
+    /// module, error and the row's data.
+    pub letter: serde_json::Value,
 }
 
 impl Service {
     /// Up to `limit` (at most [`MAX_LETTERS`]) of the pipeline's latest dead letters.
+    /// One read per pipeline at a time: each opens a Kafka consumer.
     pub async fn dead_letters(
         &self,
         caller: &Caller,
@@ -52,47 +60,99 @@ impl Service {
     ) -> Result<DeadLetters, ServiceError> {
         caller.may_act_for(tenant)?;
         let entry = self.found(|| self.entry(tenant, name)).await?;
+        let _reading = entry.reading_letters.lock().await;
         let definition = entry.definition();
         let config = self.pipeline_config(tenant, name, &definition.config, &definition.module)?;
-        let Some(topic) = config.transform.dead_letter_topic.clone() else {
-            return Ok(DeadLetters {
-                topic: None,
-                letters: Vec::new(),
-            });
+        let topic = match (
+            &config.transform.on_error,
+            &config.transform.dead_letter_topic,
+        ) {
+            (ErrorPolicy::DeadLetter, Some(topic)) => topic.clone(),
+            _ => {
+                return Ok(DeadLetters {
+                    topic: None,
+                    letters: Vec::new(),
+                    skipped: 0,
+                });
+            }
         };
         let properties = config.kafka_properties();
         let limit = limit.clamp(1, MAX_LETTERS);
         let read = topic.clone();
+        let unreadable = |detail: String| {
+            ServiceError::KafkaUnavailable(format!(
+                "The dead letters of pipeline {name} could not be read: {detail}"
+            ))
+        };
         let records = tokio::task::spawn_blocking(move || {
             sluice_sink::read_latest(&properties, &read, limit, READ_WAIT)
         })
         .await
-        .expect("reading dead letters does not panic")
-        .map_err(|e| {
-            ServiceError::KafkaUnavailable(format!(
-                "The dead letters of pipeline {name} could not be read: {e}"
-            ))
-        })?;
-        let letters = records
-            .into_iter()
-            .map(|record| {
-                let value = record.value.unwrap_or_default();
-                let letter = serde_json::from_slice(&value).ok();
-                DeadLetter {
-                    partition: record.partition,
-                    offset: record.offset,
-                    timestamp_ms: record.timestamp_ms,
-                    key: record.key.map(|k| String::from_utf8_lossy(&k).into_owned()),
-                    raw: letter
-                        .is_none()
-                        .then(|| String::from_utf8_lossy(&value).into_owned()),
-                    letter,
-                }
-            })
-            .collect();
+        .map_err(|e| unreadable(e.to_string()))?
+        .map_err(|e| unreadable(e.to_string()))?;
+        let (letters, skipped) = letters_of(records, &config.source.table);
         Ok(DeadLetters {
             topic: Some(topic),
             letters,
+            skipped,
         })
+    }
+}
+
+/// The records that are Sluice's letters for `table`, and how many others there were.
+fn letters_of(records: Vec<TopicRecord>, table: &str) -> (Vec<DeadLetter>, usize) {
+    let mut letters = Vec::new();
+    let mut skipped = 0;
+    for record in records {
+        let letter: Option<serde_json::Value> = record
+            .value
+            .as_deref()
+            .and_then(|value| serde_json::from_slice(value).ok());
+        match letter.filter(|l| l["table"] == table) {
+            Some(letter) => letters.push(DeadLetter {
+                partition: record.partition,
+                offset: record.offset,
+                timestamp_ms: record.timestamp_ms,
+                key: record.key.map(|k| String::from_utf8_lossy(&k).into_owned()),
+                letter,
+            }),
+            None => skipped += 1,
+        }
+    }
+    (letters, skipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(offset: i64, value: Option<&str>) -> TopicRecord {
+        TopicRecord {
+            partition: 0,
+            offset,
+            timestamp_ms: Some(1),
+            key: Some(b"/data/deals@3#17".to_vec()),
+            value: value.map(|v| v.as_bytes().to_vec()),
+        }
+    }
+
+    #[test]
+    fn only_letters_of_the_pipelines_table_are_shown() {
+        let records = vec![
+            record(
+                0,
+                Some(r#"{"table":"/data/deals","version":3,"row":17,"error":"x"}"#),
+            ),
+            record(1, Some(r#"{"table":"/data/other","version":1,"row":2}"#)),
+            record(2, Some("not json")),
+            record(3, None),
+            record(4, Some(r#"["/data/deals"]"#)),
+        ];
+        let (letters, skipped) = letters_of(records, "/data/deals");
+        assert_eq!(skipped, 4);
+        assert_eq!(letters.len(), 1);
+        assert_eq!(letters[0].offset, 0);
+        assert_eq!(letters[0].letter["row"], 17);
+        assert_eq!(letters[0].key.as_deref(), Some("/data/deals@3#17"));
     }
 }

@@ -1,4 +1,4 @@
-//! Who a token names, and what the operator sees of the host as a whole.
+//! What the operator sees of the host as a whole.
 
 use serde::Serialize;
 
@@ -7,19 +7,6 @@ use crate::auth::Caller;
 use crate::config::HostLimits;
 use crate::error::ServiceError;
 use crate::store::PipelineState;
-
-/// Who the caller is: how the console signs in.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(tag = "role", rename_all = "kebab-case")]
-pub enum WhoAmI {
-    /// The operator's token.
-    Operator,
-    /// A tenant's token.
-    Tenant {
-        /// The tenant.
-        tenant: String,
-    },
-}
 
 /// The host as the operator sees it.
 #[derive(Clone, Debug, Serialize)]
@@ -65,16 +52,6 @@ pub struct TenantFigures {
 }
 
 impl Service {
-    /// Who the caller is.
-    pub fn whoami(&self, caller: &Caller) -> WhoAmI {
-        match caller {
-            Caller::Operator => WhoAmI::Operator,
-            Caller::Tenant(tenant) => WhoAmI::Tenant {
-                tenant: tenant.clone(),
-            },
-        }
-    }
-
     /// The host's memory, limits and pipelines per tenant (operator only).
     pub fn host_view(&self, caller: &Caller) -> Result<HostView, ServiceError> {
         if *caller != Caller::Operator {
@@ -141,20 +118,5 @@ mod tests {
         let status = "Name:\tsluice\nVmPeak:\t  900 kB\nVmRSS:\t   12345 kB\nThreads:\t9\n";
         assert_eq!(rss_from_status(status), Some(12345 * 1024));
         assert_eq!(rss_from_status("Name:\tsluice\n"), None);
-    }
-
-    #[test]
-    fn the_caller_is_shown_by_role() {
-        let shown = |w: WhoAmI| serde_json::to_value(w).unwrap();
-        assert_eq!(
-            shown(WhoAmI::Operator),
-            serde_json::json!({"role": "operator"})
-        );
-        assert_eq!(
-            shown(WhoAmI::Tenant {
-                tenant: "acme".into()
-            }),
-            serde_json::json!({"role": "tenant", "tenant": "acme"})
-        );
     }
 }

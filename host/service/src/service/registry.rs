@@ -52,6 +52,8 @@ pub(super) struct Entry {
     pub(super) history: Mutex<MetricsHistory>,
     // The last module swap done through this node.
     pub(super) last_swap: Mutex<Option<LastSwap>>,
+    // Held while its dead letters are read, so reads of one pipeline do not pile up.
+    pub(super) reading_letters: tokio::sync::Mutex<()>,
 }
 
 impl Entry {
@@ -78,6 +80,7 @@ impl Entry {
             last_switch: Mutex::default(),
             history: Mutex::default(),
             last_swap: Mutex::default(),
+            reading_letters: tokio::sync::Mutex::default(),
         })
     }
 

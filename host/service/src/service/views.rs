@@ -8,11 +8,10 @@ use serde::Serialize;
 use sluice_pipeline::{MetricsSnapshot, Position};
 
 use super::Service;
-use super::history::{HISTORY_EVERY, History, TenantHistory};
 use super::registry::Entry;
 use crate::auth::Caller;
 use crate::error::ServiceError;
-use crate::store::{ModuleEntry, PipelineDefinition, PipelineState, now_millis};
+use crate::store::{ModuleEntry, PipelineDefinition, PipelineState};
 
 /// Rate samples kept per pipeline (one per `SAMPLE_EVERY`).
 const RATE_SAMPLES: usize = 10;
@@ -178,7 +177,7 @@ impl Service {
     /// Where a pipeline's figures come from: in a cluster the running node's (this
     /// node's own when it runs the pipeline, else the last report of the node that
     /// does). Returns the node, the counters and the rows per second.
-    fn figures(
+    pub(super) fn figures(
         &self,
         entry: &Entry,
         definition: &PipelineDefinition,
@@ -198,49 +197,6 @@ impl Service {
                 None => (None, counters, entry.rows_per_second()),
             },
         }
-    }
-
-    /// A pipeline's figures over the last hour (its last `last` points).
-    pub async fn history(
-        &self,
-        caller: &Caller,
-        tenant: &str,
-        name: &str,
-        last: Option<usize>,
-    ) -> Result<History, ServiceError> {
-        caller.may_act_for(tenant)?;
-        let entry = self.found(|| self.entry(tenant, name)).await?;
-        let history = entry.history.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(History {
-            interval_seconds: HISTORY_EVERY.as_secs(),
-            points: history.points(last),
-        })
-    }
-
-    /// The last `last` points of each of the tenant's pipelines.
-    pub async fn tenant_history(
-        &self,
-        caller: &Caller,
-        tenant: &str,
-        last: Option<usize>,
-    ) -> Result<TenantHistory, ServiceError> {
-        caller.may_act_for(tenant)?;
-        self.found(|| self.tenant(tenant)).await?;
-        let pipelines = self
-            .entries()
-            .iter()
-            .filter_map(|entry| {
-                let definition = entry.definition();
-                (definition.tenant == tenant).then(|| {
-                    let history = entry.history.lock().unwrap_or_else(|e| e.into_inner());
-                    (definition.name, history.points(last))
-                })
-            })
-            .collect();
-        Ok(TenantHistory {
-            interval_seconds: HISTORY_EVERY.as_secs(),
-            pipelines,
-        })
     }
 
     /// The tenant's modules, each with the pipelines that run it.
@@ -288,16 +244,6 @@ impl Service {
             })
             .map(|e| self.status_of(e))
             .collect()
-    }
-
-    /// Adds a point to each pipeline's history.
-    pub fn sample_history(&self) {
-        let at_ms = now_millis();
-        for entry in self.entries() {
-            let (_, counters, _) = self.figures(&entry, &entry.definition());
-            let mut history = entry.history.lock().unwrap_or_else(|e| e.into_inner());
-            history.record(at_ms, counters);
-        }
     }
 
     /// Takes a sample of each pipeline's rows counter, for its rate.

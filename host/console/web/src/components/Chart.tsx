@@ -4,7 +4,7 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 
-export interface Series {
+interface Series {
   label: string;
   color: string;
   values: number[];

@@ -1,10 +1,9 @@
 // Deploys an uploaded module, or uploads a .wasm file and deploys it, on one pipeline.
 import { useRef, useState } from 'preact/hooks';
 import * as api from '../api';
-import { describeReport, shortDigest } from '../format';
+import { describeReport, moduleNameOf, shortDigest } from '../format';
 import { usePoll } from '../hooks';
 import { OutcomeText, Problem, type Outcome } from './Problem';
-import { moduleNameOf } from './UploadForm';
 
 export function DeployForm({ status, onDone }: { status: api.PipelineStatus; onDone: () => void }) {
   const { tenant, name } = status;

@@ -1,11 +1,8 @@
 // Uploads a .wasm module for a tenant (the operator picks which).
 import { useState } from 'preact/hooks';
 import * as api from '../api';
-import { shortDigest } from '../format';
+import { moduleNameOf, shortDigest } from '../format';
 import { OutcomeText, type Outcome } from './Problem';
-
-/** A module's name by default: its file name without `.wasm`. */
-export const moduleNameOf = (file: File) => file.name.replace(/\.wasm$/i, '');
 
 export function UploadForm({ tenants, onDone }: { tenants: string[]; onDone: () => void }) {
   const [tenant, setTenant] = useState(tenants[0] ?? '');

@@ -1,10 +1,11 @@
 import * as api from '../api';
 import { Problem } from '../components/Problem';
-import { REFRESH_MS, usePoll } from '../hooks';
+import { usePoll } from '../hooks';
 import { Breadcrumb } from '../components/Breadcrumb';
 
 export function DeadLetters({ tenant, name }: { tenant: string; name: string }) {
-  const { data, error } = usePoll((signal) => api.deadLetters(tenant, name, signal), REFRESH_MS);
+  // Read on demand, not polled: each read opens a Kafka consumer in the service.
+  const { data, error, reload } = usePoll((signal) => api.deadLetters(tenant, name, signal));
 
   return (
     <section>
@@ -12,6 +13,9 @@ export function DeadLetters({ tenant, name }: { tenant: string; name: string }) 
       <header class="row">
         <h1>Dead letters</h1>
         {data?.topic && <small class="muted">newest first, from topic {data.topic}</small>}
+        <button class="outline push" type="button" onClick={reload} data-testid="dead-letters-refresh">
+          Refresh
+        </button>
       </header>
       <Problem message={error} />
       {data && data.topic === null && (
@@ -22,6 +26,11 @@ export function DeadLetters({ tenant, name }: { tenant: string; name: string }) 
       )}
       {data?.topic && data.letters.length === 0 && <p class="muted">No dead letters.</p>}
       {data?.topic && data.letters.length > 0 && <LetterTable letters={data.letters} />}
+      {data?.skipped ? (
+        <p class="muted">
+          {data.skipped} other records of the topic are not letters of this pipeline's table and are not shown.
+        </p>
+      ) : null}
     </section>
   );
 }
@@ -43,27 +52,23 @@ function LetterTable({ letters }: { letters: api.DeadLetter[] }) {
           </tr>
         </thead>
         <tbody>
-          {letters.map(({ partition, offset, key, letter, raw }) => (
-            <tr key={`${partition}/${offset}`} data-testid="dead-letter" data-version={letter?.version} data-row={letter?.row}>
-              <td>{letter?.version ?? '—'}</td>
-              <td>{letter?.row ?? '—'}</td>
-              <td>{letter?.change_type ?? '—'}</td>
-              <td>{letter?.commit_timestamp ?? '—'}</td>
+          {letters.map(({ partition, offset, key, letter }) => (
+            <tr key={`${partition}/${offset}`} data-testid="dead-letter" data-version={letter.version} data-row={letter.row}>
+              <td>{letter.version}</td>
+              <td>{letter.row}</td>
+              <td>{letter.change_type}</td>
+              <td>{letter.commit_timestamp ?? '—'}</td>
               <td>
-                {letter && (
-                  <>
-                    <strong>{letter.error_kind}</strong>
-                    <div class="wrap" data-testid="dead-letter-error">
-                      {letter.error}
-                    </div>
-                  </>
-                )}
+                <strong>{letter.error_kind}</strong>
+                <div class="wrap" data-testid="dead-letter-error">
+                  {letter.error}
+                </div>
               </td>
               <td>
                 <code>{key ?? '—'}</code>
               </td>
               <td>
-                <pre data-testid="dead-letter-data">{letter ? JSON.stringify(letter.data, null, 2) : raw}</pre>
+                <pre data-testid="dead-letter-data">{JSON.stringify(letter.data, null, 2)}</pre>
               </td>
               <td>
                 {partition}/{offset}

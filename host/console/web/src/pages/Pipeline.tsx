@@ -191,11 +191,11 @@ function Charts({ history }: { history: api.History }) {
           <Chart times={times} format={count} series={[{ label: 'lag', color: ORANGE, values: values((p) => p.lag_versions) }]} />
         </figure>
         <figure data-testid="latency-chart">
-          <figcaption>Batch latency (ms, mean)</figcaption>
+          <figcaption>Time in the module per batch (ms, mean)</figcaption>
           <Chart
             times={times}
             format={count}
-            series={[{ label: 'latency', color: PURPLE, values: values((p) => p.batch_seconds * 1000) }]}
+            series={[{ label: 'per batch', color: PURPLE, values: values((p) => p.guest_seconds_per_batch * 1000) }]}
           />
         </figure>
         <figure data-testid="guest-chart">

@@ -18,16 +18,27 @@ const SPARK_POINTS = 60;
 
 async function load(identity: Identity, signal: AbortSignal): Promise<Row[]> {
   const tenants = await api.visibleTenants(identity, signal);
-  const lists = await Promise.all(tenants.map((tenant) => api.pipelines(tenant, signal)));
-  const statuses = lists.flat().sort((a, b) => a.tenant.localeCompare(b.tenant) || a.name.localeCompare(b.name));
-  // One history call per tenant; a missing history only blanks its sparklines.
-  const histories = await Promise.allSettled(tenants.map((tenant) => api.tenantHistory(tenant, SPARK_POINTS, signal)));
-  const recent = new Map(tenants.map((tenant, i) => [tenant, histories[i]]));
-  return statuses.map((status) => {
-    const history = recent.get(status.tenant);
-    const points = history?.status === 'fulfilled' ? history.value.pipelines[status.name] : undefined;
-    return { status, rates: points?.map((p) => p.rows_per_second) };
+  // Lists and recent histories at once, one call each per tenant.
+  const [lists, histories] = await Promise.all([
+    Promise.allSettled(tenants.map((tenant) => api.pipelines(tenant, signal))),
+    Promise.allSettled(tenants.map((tenant) => api.tenantHistory(tenant, SPARK_POINTS, signal))),
+  ]);
+  const rows: Row[] = [];
+  tenants.forEach((_, i) => {
+    const list = lists[i];
+    if (list.status === 'rejected') {
+      // A tenant removed since the tenants were listed drops out; other failures show.
+      if (list.reason instanceof api.ApiError && list.reason.status === 404) return;
+      throw list.reason;
+    }
+    // A missing history only blanks the sparklines.
+    const history = histories[i];
+    const recent = history.status === 'fulfilled' ? history.value.pipelines : {};
+    for (const status of list.value) {
+      rows.push({ status, rates: recent[status.name]?.map((p) => p.rows_per_second) });
+    }
   });
+  return rows.sort((a, b) => a.status.tenant.localeCompare(b.status.tenant) || a.status.name.localeCompare(b.status.name));
 }
 
 export function Pipelines({ identity }: { identity: Identity }) {
