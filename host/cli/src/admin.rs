@@ -129,6 +129,15 @@ pub enum PipelineAction {
         /// The pipeline's name.
         name: String,
     },
+    /// Print a pipeline's latest dead letters, newest first, one JSON object per line
+    /// (partition, offset, key and the letter: version, row, error and the row's data).
+    DeadLetters {
+        /// The pipeline's name.
+        name: String,
+        /// Most letters to print (1 to 500).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
     /// Print a pipeline's guest log as JSON lines.
     Logs {
         /// The pipeline's name.
@@ -394,6 +403,19 @@ pub fn pipeline(server: &ServerArgs, action: PipelineAction) -> anyhow::Result<(
         PipelineAction::Delete { name } => {
             client.send("DELETE", &at(&name, ""), None)?;
             println!("Pipeline {name} was deleted; its position stays in Kafka.");
+            Ok(())
+        }
+        PipelineAction::DeadLetters { name, limit } => {
+            let read = client.get(&at(&name, &format!("/dead-letters?limit={limit}")))?;
+            if read["topic"].is_null() {
+                bail!(
+                    "Pipeline {name} keeps no dead letters: set on_error = \"dead-letter\" and dead_letter_topic in its [transform] config."
+                );
+            }
+            let mut out = std::io::stdout().lock();
+            for letter in read["letters"].as_array().into_iter().flatten() {
+                writeln!(out, "{letter}")?;
+            }
             Ok(())
         }
         PipelineAction::Logs { name, follow } => {

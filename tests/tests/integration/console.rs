@@ -17,7 +17,8 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
 use sluice_tests::{
-    Extra, deals_table, kafka_bootstrap, repo_root, transform_component, unique_topic,
+    Extra, deals_table, kafka_bootstrap, repo_root, sluice_binary, transform_component,
+    unique_topic,
 };
 
 /// Markup a module writes into its rejection reasons (so into its logs and dead
@@ -153,6 +154,20 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
         status, 403,
         "another tenant may not read acme's dead letters"
     );
+    // The CLI prints the same letters, one per line.
+    let printed = Command::new(sluice_binary())
+        .args(["pipeline", "dead-letters", rejecting.as_str()])
+        .env("SLUICE_SERVER", &serve.url)
+        .env("SLUICE_TENANT", "acme")
+        .env("SLUICE_TOKEN", serve.token("acme"))
+        .output()
+        .expect("sluice runs");
+    assert!(printed.status.success(), "{printed:?}");
+    let printed: Vec<Value> = String::from_utf8_lossy(&printed.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(&printed, letters["letters"].as_array().unwrap());
 
     // New versions keep arriving while the browser watches, so the chart has to move.
     let appending = Arc::new(AtomicBool::new(true));
