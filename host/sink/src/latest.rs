@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Message, Timestamp};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 use crate::error::SinkError;
-use crate::position::{TopicReader, security_failure};
-use crate::properties::{client_properties, consumer_properties};
+use crate::position::{TopicReader, client_config, security_failure};
+use crate::properties::{bootstrap_of, client_properties, consumer_properties};
 use crate::watch::SecurityWatch;
 
 /// One record read back from a topic.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicRecord {
     /// Its partition.
     pub partition: i32,
@@ -41,17 +41,10 @@ pub fn read_latest(
     let properties = consumer_properties(&client_properties(properties)?);
     let fail = |detail: String| SinkError::ReadTopic {
         topic: topic.to_string(),
-        bootstrap: properties
-            .get("bootstrap.servers")
-            .cloned()
-            .unwrap_or_default(),
+        bootstrap: bootstrap_of(&properties),
         detail,
     };
-    let mut config = ClientConfig::new();
-    for (name, value) in &properties {
-        config.set(name, value);
-    }
-    let consumer: BaseConsumer<TopicReader> = config
+    let consumer: BaseConsumer<TopicReader> = client_config(&properties)
         .set("group.id", "sluice-topic-reader")
         .set("enable.auto.commit", "false")
         .set("isolation.level", "read_committed")

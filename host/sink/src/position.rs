@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use sluice_position::Position;
 
 use crate::error::SinkError;
+use crate::properties::bootstrap_of;
 use crate::watch::{SecurityWatch, Watched};
 
 /// A pipeline's committed position together with what it belongs to: the table it is a
@@ -64,7 +65,8 @@ pub(crate) fn security_failure(consumer: &BaseConsumer<TopicReader>) -> Option<S
 
 impl ConsumerContext for TopicReader {}
 
-fn client_config(properties: &BTreeMap<String, String>) -> ClientConfig {
+/// A client config holding exactly these properties.
+pub(crate) fn client_config(properties: &BTreeMap<String, String>) -> ClientConfig {
     let mut config = ClientConfig::new();
     for (name, value) in properties {
         config.set(name, value);
@@ -75,10 +77,7 @@ fn client_config(properties: &BTreeMap<String, String>) -> ClientConfig {
 fn topic_error(properties: &BTreeMap<String, String>, topic: &str, detail: String) -> SinkError {
     SinkError::PositionTopic {
         topic: topic.to_string(),
-        bootstrap: properties
-            .get("bootstrap.servers")
-            .cloned()
-            .unwrap_or_default(),
+        bootstrap: bootstrap_of(properties),
         detail,
     }
 }

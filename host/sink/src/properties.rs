@@ -64,6 +64,14 @@ pub(crate) fn redact_values(message: &str, secrets: &[String]) -> String {
     })
 }
 
+/// The configured `bootstrap.servers`, for messages (empty when unset).
+pub(crate) fn bootstrap_of(properties: &BTreeMap<String, String>) -> String {
+    properties
+        .get("bootstrap.servers")
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The properties a consumer of the position topic needs: the connection and security
 /// settings, none of the producer's.
 pub fn consumer_properties(properties: &BTreeMap<String, String>) -> BTreeMap<String, String> {

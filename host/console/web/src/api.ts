@@ -43,7 +43,7 @@ export interface PipelineStatus {
   last_swap?: { at_ms: number; from: string; to: string; outcome?: string } | null;
   table: string;
   topic: string;
-  dead_letter_topic?: string | null;
+  dead_letter_topic: string | null;
   position: Position;
   latest_version: number;
   lag_versions: number;

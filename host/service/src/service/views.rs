@@ -159,7 +159,9 @@ impl Service {
             previous_module: definition.previous_module,
             table,
             topic,
-            dead_letter_topic: setting("transform", "dead_letter_topic"),
+            // As the dead-letters call: only a pipeline that sends letters has a topic.
+            dead_letter_topic: setting("transform", "dead_letter_topic")
+                .filter(|_| setting("transform", "on_error").as_deref() == Some("dead-letter")),
             last_swap: entry
                 .last_swap
                 .lock()
