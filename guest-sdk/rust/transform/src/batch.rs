@@ -9,7 +9,11 @@ use arrow_array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float32Array,
     Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
 };
-use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use arrow_buffer::Buffer;
+use arrow_data::UnsafeFlag;
+use arrow_ipc::reader::RecordBatchDecoder;
+use arrow_ipc::{Message, MessageHeader};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use sluice_model::helpers::{CHANGE_COLUMNS, CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 use sluice_model::{ChangeType, Column, JsonObject, LeafColumn, Value, leaf_columns};
 
@@ -36,24 +40,19 @@ struct Decoded {
     arrow: RecordBatch,
     leaves: HashMap<String, LeafColumn>,
     change_types: Vec<ChangeType>,
-    versions: Vec<i64>,
-    timestamps: Vec<i64>,
+    // Read on first use: most transforms never look at them.
+    versions: OnceCell<Vec<i64>>,
+    timestamps: OnceCell<Vec<i64>>,
 }
 
 impl Decoded {
-    fn new(arrow: RecordBatch) -> Result<Decoded, Error> {
-        let change_types = sluice_model::helpers::change_types(&arrow).map_err(helpers_error)?;
-        let integers = |name: &str| -> Result<Vec<i64>, Error> {
-            let column = Column::find(&arrow, name).map_err(|e| Error::Batch(e.to_string()))?;
-            Ok((0..arrow.num_rows())
-                .map(|row| match column.value(row) {
-                    Value::Int(v) | Value::Timestamp(v) | Value::TimestampNtz(v) => v,
-                    _ => 0,
-                })
-                .collect())
+    /// `change_types` of every row, when the caller has them already (a module asks
+    /// the host, which knows them natively); otherwise parsed from `_change_type`.
+    fn new(arrow: RecordBatch, change_types: Option<Vec<ChangeType>>) -> Result<Decoded, Error> {
+        let change_types = match change_types {
+            Some(change_types) => change_types,
+            None => sluice_model::helpers::change_types(&arrow).map_err(helpers_error)?,
         };
-        let versions = integers(COMMIT_VERSION)?;
-        let timestamps = integers(COMMIT_TIMESTAMP)?;
         let leaves = leaf_columns(&arrow, &CHANGE_COLUMNS)
             .into_iter()
             .map(|leaf| (leaf.name.clone(), leaf))
@@ -62,8 +61,24 @@ impl Decoded {
             arrow,
             leaves,
             change_types,
-            versions,
-            timestamps,
+            versions: OnceCell::new(),
+            timestamps: OnceCell::new(),
+        })
+    }
+
+    /// The integers of a change column (`_commit_version`, `_commit_timestamp`), 0 where
+    /// it is null or missing.
+    fn integers<'a>(&self, cell: &'a OnceCell<Vec<i64>>, name: &str) -> &'a [i64] {
+        cell.get_or_init(|| {
+            let Ok(column) = Column::find(&self.arrow, name) else {
+                return vec![0; self.arrow.num_rows()];
+            };
+            (0..self.arrow.num_rows())
+                .map(|row| match column.value(row) {
+                    Value::Int(v) | Value::Timestamp(v) | Value::TimestampNtz(v) => v,
+                    _ => 0,
+                })
+                .collect()
         })
     }
 }
@@ -98,11 +113,10 @@ impl Batch {
         if let Some(decoded) = self.decoded.get() {
             return Ok(decoded);
         }
-        let arrow = match &self.source {
-            Source::Native(arrow) => arrow.clone(),
-            Source::Guest(handle) => handle.read()?,
+        let decoded = match &self.source {
+            Source::Native(arrow) => Decoded::new(arrow.clone(), None)?,
+            Source::Guest(handle) => Decoded::new(handle.read()?, Some(handle.change_types()))?,
         };
-        let decoded = Decoded::new(arrow)?;
         Ok(self.decoded.get_or_init(|| decoded))
     }
 
@@ -210,12 +224,20 @@ impl<'a> Row<'a> {
 
     /// The Delta version that made the change.
     pub fn commit_version(&self) -> i64 {
-        self.decoded.versions[self.index]
+        self.decoded
+            .integers(&self.decoded.versions, COMMIT_VERSION)
+            .get(self.index)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// When the change was committed: microseconds since 1970-01-01T00:00:00Z.
     pub fn commit_timestamp_micros(&self) -> i64 {
-        self.decoded.timestamps[self.index]
+        self.decoded
+            .integers(&self.decoded.timestamps, COMMIT_TIMESTAMP)
+            .get(self.index)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// The value of a column; an error names the row if the column does not exist.
@@ -273,29 +295,111 @@ impl<'a> Row<'a> {
     }
 }
 
-/// Decodes the host's Arrow IPC stream (one record batch) in place: the arrays point
-/// into `bytes` (no zero-filled copy of each message body), and the data is not
-/// validated again, since the host wrote it from a valid batch with the same Arrow.
+/// Decodes the host's Arrow IPC stream (one schema message, one record batch) in
+/// place: the arrays point into `bytes` (only a buffer the stream left unaligned for
+/// its type is copied), and the data is not validated again, since the host wrote it
+/// from a valid batch with the same Arrow.
 pub(crate) fn from_ipc(bytes: Vec<u8>) -> Result<RecordBatch, Error> {
-    let unreadable = |e: arrow_schema::ArrowError| {
-        Error::Batch(format!("Cannot read the host's Arrow batch: {e}."))
+    let unreadable =
+        |why: String| Error::Batch(format!("Cannot read the host's Arrow batch: {why}."));
+    let stream = Buffer::from_vec(bytes);
+    let mut messages = IpcMessages {
+        stream: &stream,
+        offset: 0,
     };
-    let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
-        .map_err(unreadable)?;
-    // SAFETY: the bytes are the host's `arrow-ipc` output for a batch it holds (contract
-    // 1.0.0, `arrow-ipc`), so they are valid Arrow; a module trusts its host. (The
-    // stream reader, unlike arrow-ipc 59's `StreamDecoder`, honours the flag for
-    // record batches: validating every string costs a guest more than the one copy.)
-    let reader = unsafe { reader.with_skip_validation(true) };
-    let schema = reader.schema();
-    let batches = reader.collect::<Result<Vec<_>, _>>().map_err(unreadable)?;
-    let count = batches.len();
-    match count {
-        0 => Ok(RecordBatch::new_empty(schema)),
-        1 => Ok(batches.into_iter().next().expect("one batch")),
-        _ => Err(Error::Batch(format!(
-            "The host sent {count} Arrow record batches; the contract promises one."
-        ))),
+    let no_dictionaries = HashMap::new();
+    let mut schema: Option<SchemaRef> = None;
+    let mut batch = None;
+    while let Some((message, body)) = messages.next().map_err(unreadable)? {
+        match message.header_type() {
+            MessageHeader::Schema => {
+                let fb = message
+                    .header_as_schema()
+                    .ok_or_else(|| unreadable("a schema message without its schema".into()))?;
+                schema = Some(Arc::new(arrow_ipc::convert::fb_to_schema(fb)));
+            }
+            MessageHeader::RecordBatch => {
+                if batch.is_some() {
+                    return Err(Error::Batch(
+                        "The host sent more than one Arrow record batch; the contract promises one."
+                            .into(),
+                    ));
+                }
+                let schema = schema
+                    .clone()
+                    .ok_or_else(|| unreadable("a record batch before the schema".into()))?;
+                let header = message
+                    .header_as_record_batch()
+                    .ok_or_else(|| unreadable("a record batch message without its batch".into()))?;
+                let version = message.version();
+                let mut trusted = UnsafeFlag::new();
+                // SAFETY: the bytes are the host's `arrow-ipc` output for a batch it holds
+                // (contract 1.0.0), so they are valid Arrow; a module trusts its host.
+                // Validating every string again would cost a module more than decoding.
+                unsafe { trusted.set(true) };
+                let decoded =
+                    RecordBatchDecoder::try_new(&body, header, schema, &no_dictionaries, &version)
+                        .and_then(|decoder| {
+                            decoder.with_skip_validation(trusted).read_record_batch()
+                        })
+                        .map_err(|e| unreadable(e.to_string()))?;
+                batch = Some(decoded);
+            }
+            other => return Err(unreadable(format!("an unexpected {other:?} message"))),
+        }
+    }
+    match (batch, schema) {
+        (Some(batch), _) => Ok(batch),
+        (None, Some(schema)) => Ok(RecordBatch::new_empty(schema)),
+        (None, None) => Err(unreadable("the stream has no schema".into())),
+    }
+}
+
+/// The messages of an Arrow IPC stream held in one buffer, each with its body as a
+/// slice of that buffer.
+struct IpcMessages<'a> {
+    stream: &'a Buffer,
+    offset: usize,
+}
+
+/// Marks a message length that follows (the IPC format since Arrow 0.15).
+const CONTINUATION: u32 = 0xFFFF_FFFF;
+
+impl<'a> IpcMessages<'a> {
+    /// The next message and its body; `None` at the end-of-stream marker or the end.
+    fn next(&mut self) -> Result<Option<(Message<'a>, Buffer)>, String> {
+        let bytes: &'a [u8] = self.stream.as_slice();
+        let start = self.offset;
+        let truncated = move || format!("the stream ends inside the message at byte {start}");
+        let word = |at: usize| {
+            bytes
+                .get(at..at + 4)
+                .map(|w| u32::from_le_bytes(w.try_into().expect("four bytes")))
+        };
+        let Some(mut length) = word(self.offset) else {
+            return Ok(None);
+        };
+        self.offset += 4;
+        if length == CONTINUATION {
+            length = word(self.offset).ok_or_else(truncated)?;
+            self.offset += 4;
+        }
+        if length == 0 {
+            return Ok(None);
+        }
+        let metadata = bytes
+            .get(self.offset..self.offset + length as usize)
+            .ok_or_else(truncated)?;
+        let message = arrow_ipc::root_as_message(metadata)
+            .map_err(|e| format!("a message that does not parse: {e}"))?;
+        self.offset += length as usize;
+        let body_length = usize::try_from(message.bodyLength())
+            .ok()
+            .filter(|&n| self.offset + n <= bytes.len())
+            .ok_or_else(truncated)?;
+        let body = self.stream.slice_with_length(self.offset, body_length);
+        self.offset += body_length;
+        Ok(Some((message, body)))
     }
 }
 
@@ -438,5 +542,75 @@ impl BatchBuilder {
         ]);
         RecordBatch::try_new(Arc::new(Schema::new(self.fields)), self.columns)
             .map_err(|e| Error::Batch(format!("Cannot build the batch: {e}.")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_ipc::writer::StreamWriter;
+
+    fn ipc(batch: &RecordBatch, with_batch: bool) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut writer = StreamWriter::try_new(&mut bytes, &batch.schema()).unwrap();
+        if with_batch {
+            writer.write(batch).unwrap();
+        }
+        writer.finish().unwrap();
+        drop(writer);
+        bytes
+    }
+
+    fn deals() -> RecordBatch {
+        BatchBuilder::new()
+            .strings("documentId", &[Some("d1"), None, Some("dé3")])
+            .timestamps("eventTimestamp", &[Some(5), Some(-7), None])
+            .change(ChangeType::Insert, 1, 10)
+            .change(ChangeType::UpdatePostimage, 2, 20)
+            .change(ChangeType::Delete, 3, 30)
+            .build()
+            .arrow()
+            .unwrap()
+            .clone()
+    }
+
+    #[test]
+    fn the_hosts_stream_decodes_to_the_same_batch() {
+        let batch = deals();
+        assert_eq!(from_ipc(ipc(&batch, true)).unwrap(), batch);
+        let empty = from_ipc(ipc(&batch, false)).unwrap();
+        assert_eq!((empty.num_rows(), empty.schema()), (0, batch.schema()));
+    }
+
+    #[test]
+    fn a_cut_or_doubled_stream_is_refused_with_why() {
+        let bytes = ipc(&deals(), true);
+        let cut = from_ipc(bytes[..bytes.len() / 2].to_vec()).unwrap_err();
+        assert!(cut.to_string().contains("ends inside"), "{cut}");
+        let body = &bytes[..bytes.len() - 8];
+        let schema_end = body.len() - (ipc(&deals(), true).len() - ipc(&deals(), false).len());
+        let mut doubled = body.to_vec();
+        doubled.extend_from_slice(&body[schema_end..]);
+        let err = from_ipc(doubled).unwrap_err();
+        assert!(err.to_string().contains("more than one"), "{err}");
+        assert!(
+            from_ipc(Vec::new())
+                .unwrap_err()
+                .to_string()
+                .contains("no schema")
+        );
+    }
+
+    #[test]
+    fn change_columns_are_read_on_first_use() {
+        let batch = Batch::from_arrow(deals());
+        let rows: Vec<_> = batch.rows().unwrap().collect();
+        let decoded = batch.decoded().unwrap();
+        assert!(decoded.versions.get().is_none() && decoded.timestamps.get().is_none());
+        assert_eq!(rows[1].change_type(), ChangeType::UpdatePostimage);
+        assert_eq!(
+            (rows[2].commit_version(), rows[2].commit_timestamp_micros()),
+            (3, 30)
+        );
     }
 }

@@ -54,6 +54,15 @@ impl Handle {
         }
     }
 
+    /// Each row's change type, as the host knows it (no strings parsed in the module).
+    pub(crate) fn change_types(&self) -> Vec<crate::ChangeType> {
+        self.batch
+            .change_types()
+            .into_iter()
+            .map(from_wit_change)
+            .collect()
+    }
+
     pub(crate) fn select_change_types(
         &self,
         types: &[crate::ChangeType],
