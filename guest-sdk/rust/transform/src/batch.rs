@@ -307,7 +307,7 @@ pub(crate) fn from_ipc(bytes: Vec<u8>) -> Result<RecordBatch, Error> {
         stream: &stream,
         offset: 0,
     };
-    let no_dictionaries = HashMap::new();
+    let mut dictionaries = HashMap::new();
     let mut schema: Option<SchemaRef> = None;
     let mut batch = None;
     while let Some((message, body)) = messages.next().map_err(unreadable)? {
@@ -338,12 +338,28 @@ pub(crate) fn from_ipc(bytes: Vec<u8>) -> Result<RecordBatch, Error> {
                 // Validating every string again would cost a module more than decoding.
                 unsafe { trusted.set(true) };
                 let decoded =
-                    RecordBatchDecoder::try_new(&body, header, schema, &no_dictionaries, &version)
+                    RecordBatchDecoder::try_new(&body, header, schema, &dictionaries, &version)
                         .and_then(|decoder| {
                             decoder.with_skip_validation(trusted).read_record_batch()
                         })
                         .map_err(|e| unreadable(e.to_string()))?;
                 batch = Some(decoded);
+            }
+            MessageHeader::DictionaryBatch => {
+                let schema = schema
+                    .as_deref()
+                    .ok_or_else(|| unreadable("a dictionary before the schema".into()))?;
+                let header = message.header_as_dictionary_batch().ok_or_else(|| {
+                    unreadable("a dictionary message without its dictionary".into())
+                })?;
+                arrow_ipc::reader::read_dictionary(
+                    &body,
+                    header,
+                    schema,
+                    &mut dictionaries,
+                    &message.version(),
+                )
+                .map_err(|e| unreadable(e.to_string()))?;
             }
             other => return Err(unreadable(format!("an unexpected {other:?} message"))),
         }
@@ -580,6 +596,14 @@ mod tests {
         assert_eq!(from_ipc(ipc(&batch, true)).unwrap(), batch);
         let empty = from_ipc(ipc(&batch, false)).unwrap();
         assert_eq!((empty.num_rows(), empty.schema()), (0, batch.schema()));
+    }
+
+    #[test]
+    fn dictionary_columns_decode_too() {
+        let stages: arrow_array::DictionaryArray<arrow_array::types::Int32Type> =
+            ["new", "won", "new"].into_iter().collect();
+        let batch = RecordBatch::try_from_iter([("stage", Arc::new(stages) as ArrayRef)]).unwrap();
+        assert_eq!(from_ipc(ipc(&batch, true)).unwrap(), batch);
     }
 
     #[test]
