@@ -403,15 +403,19 @@ impl<'a> IpcMessages<'a> {
         if length == 0 {
             return Ok(None);
         }
-        let metadata = bytes
-            .get(self.offset..self.offset + length as usize)
+        let metadata = (self.offset.checked_add(length as usize))
+            .and_then(|end| bytes.get(self.offset..end))
             .ok_or_else(truncated)?;
         let message = arrow_ipc::root_as_message(metadata)
             .map_err(|e| format!("a message that does not parse: {e}"))?;
         self.offset += length as usize;
         let body_length = usize::try_from(message.bodyLength())
             .ok()
-            .filter(|&n| self.offset + n <= bytes.len())
+            .filter(|&n| {
+                self.offset
+                    .checked_add(n)
+                    .is_some_and(|end| end <= bytes.len())
+            })
             .ok_or_else(truncated)?;
         let body = self.stream.slice_with_length(self.offset, body_length);
         self.offset += body_length;
