@@ -66,8 +66,17 @@ impl Decoded {
         })
     }
 
-    /// The integers of a change column (`_commit_version`, `_commit_timestamp`), 0 where
-    /// it is null or missing.
+    /// `_commit_version` of every row.
+    fn commit_versions(&self) -> &[i64] {
+        self.integers(&self.versions, COMMIT_VERSION)
+    }
+
+    /// `_commit_timestamp` of every row, in microseconds.
+    fn commit_timestamps(&self) -> &[i64] {
+        self.integers(&self.timestamps, COMMIT_TIMESTAMP)
+    }
+
+    /// The integers of a change column, 0 where it is null or missing.
     fn integers<'a>(&self, cell: &'a OnceCell<Vec<i64>>, name: &str) -> &'a [i64] {
         cell.get_or_init(|| {
             let Ok(column) = Column::find(&self.arrow, name) else {
@@ -224,20 +233,12 @@ impl<'a> Row<'a> {
 
     /// The Delta version that made the change.
     pub fn commit_version(&self) -> i64 {
-        self.decoded
-            .integers(&self.decoded.versions, COMMIT_VERSION)
-            .get(self.index)
-            .copied()
-            .unwrap_or_default()
+        self.decoded.commit_versions()[self.index]
     }
 
     /// When the change was committed: microseconds since 1970-01-01T00:00:00Z.
     pub fn commit_timestamp_micros(&self) -> i64 {
-        self.decoded
-            .integers(&self.decoded.timestamps, COMMIT_TIMESTAMP)
-            .get(self.index)
-            .copied()
-            .unwrap_or_default()
+        self.decoded.commit_timestamps()[self.index]
     }
 
     /// The value of a column; an error names the row if the column does not exist.
@@ -298,7 +299,9 @@ impl<'a> Row<'a> {
 /// Decodes the host's Arrow IPC stream (one schema message, one record batch) in
 /// place: the arrays point into `bytes` (only a buffer the stream left unaligned for
 /// its type is copied), and the data is not validated again, since the host wrote it
-/// from a valid batch with the same Arrow.
+/// from a valid batch with the same Arrow. (arrow-ipc 59's `StreamDecoder` slices
+/// too, but validates every string whatever the flag says; `StreamReader` copies each
+/// message body.)
 pub(crate) fn from_ipc(bytes: Vec<u8>) -> Result<RecordBatch, Error> {
     let unreadable =
         |why: String| Error::Batch(format!("Cannot read the host's Arrow batch: {why}."));
