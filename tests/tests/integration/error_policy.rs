@@ -137,15 +137,16 @@ fn skip_leaves_failed_rows_out_and_fail_stops_before_them() {
 fn a_module_that_traps_twice_on_a_batch_is_retried_once_then_handled_by_the_policy() {
     let work = tempfile::tempdir().unwrap();
     let table = table(work.path());
-    for (behavior, kind) in [
-        ("panic", "panic"),
-        ("loop", "deadline exceeded"),
-        ("hog", "memory limit exceeded"),
+    // The hog's deadline is long so that memory, not a loaded machine's clock, stops it.
+    for (behavior, kind, deadline) in [
+        ("panic", "panic", "300ms"),
+        ("loop", "deadline exceeded", "300ms"),
+        ("hog", "memory limit exceeded", "30s"),
     ] {
         let topic = unique_topic(&format!("trap-{behavior}"));
         let dead = format!("{topic}-dead");
         let transform = format!(
-            "on_error = \"dead-letter\"\ndead_letter_topic = \"{dead}\"\nbatch_timeout = \"300ms\"\nmemory_limit_mib = 64"
+            "on_error = \"dead-letter\"\ndead_letter_topic = \"{dead}\"\nbatch_timeout = \"{deadline}\"\nmemory_limit_mib = 64"
         );
         let files = pipeline(&table, &topic, behavior, &transform);
         let log = run_to_latest(&files.config);
@@ -168,8 +169,8 @@ fn a_module_that_traps_twice_on_a_batch_is_retried_once_then_handled_by_the_poli
         );
 
         let topic = unique_topic(&format!("trap-fail-{behavior}"));
-        let transform = "batch_timeout = \"300ms\"\nmemory_limit_mib = 64";
-        let files = pipeline(&table, &topic, behavior, transform);
+        let transform = format!("batch_timeout = \"{deadline}\"\nmemory_limit_mib = 64");
+        let files = pipeline(&table, &topic, behavior, &transform);
         let log = run_expecting_failure(&files.config);
         assert!(
             log.contains(&format!("crashed ({kind})")),
