@@ -143,6 +143,24 @@ impl BuildOptions {
     }
 }
 
+/// Where the project in `dir` keeps its intermediate files unless told otherwise: for a
+/// Rust project cargo's `CARGO_TARGET_DIR` when it is set, as cargo itself would (the
+/// SDK's dependencies then build once for every project), else `<dir>/target`.
+pub fn default_target_dir(dir: &Path) -> PathBuf {
+    target_dir_for(dir, std::env::var_os("CARGO_TARGET_DIR"))
+}
+
+fn target_dir_for(dir: &Path, cargo_target_dir: Option<std::ffi::OsString>) -> PathBuf {
+    match cargo_target_dir {
+        Some(shared)
+            if !shared.is_empty() && Language::detect(dir).ok() == Some(Language::Rust) =>
+        {
+            PathBuf::from(shared)
+        }
+        _ => dir.join("target"),
+    }
+}
+
 /// `SLUICE_SDK_DIR`, or the `guest-sdk` of the checkout this tool was built from.
 pub fn default_sdk_dir() -> PathBuf {
     std::env::var_os("SLUICE_SDK_DIR").map_or_else(
@@ -303,6 +321,31 @@ mod tests {
         std::fs::create_dir(dir.path().join("src")).unwrap();
         std::fs::write(dir.path().join("src/index.ts"), "").unwrap();
         assert_eq!(Language::detect(dir.path()).unwrap(), Language::TypeScript);
+    }
+
+    #[test]
+    fn only_rust_projects_build_in_cargos_target_dir() {
+        let shared = Some(std::ffi::OsString::from("/cache/target"));
+        let rust = tempfile::tempdir().unwrap();
+        std::fs::write(rust.path().join("Cargo.toml"), "").unwrap();
+        assert_eq!(
+            target_dir_for(rust.path(), shared.clone()),
+            Path::new("/cache/target")
+        );
+        assert_eq!(
+            target_dir_for(rust.path(), None),
+            rust.path().join("target")
+        );
+        assert_eq!(
+            target_dir_for(rust.path(), Some("".into())),
+            rust.path().join("target")
+        );
+        let python = tempfile::tempdir().unwrap();
+        std::fs::write(python.path().join("app.py"), "").unwrap();
+        assert_eq!(
+            target_dir_for(python.path(), shared),
+            python.path().join("target")
+        );
     }
 
     #[test]

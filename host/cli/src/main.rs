@@ -129,7 +129,8 @@ enum Command {
         /// Where to write `<name>.wasm` (default: `<dir>/target/sluice`).
         #[arg(long)]
         out_dir: Option<PathBuf>,
-        /// Where intermediate files go (default: `<dir>/target`).
+        /// Where intermediate files go (default: `CARGO_TARGET_DIR` for a Rust project
+        /// when it is set, else `<dir>/target`).
         #[arg(long)]
         target_dir: Option<PathBuf>,
         /// The guest SDKs (default: `SLUICE_SDK_DIR`, or this checkout's `guest-sdk`).
@@ -380,7 +381,7 @@ async fn main() -> anyhow::Result<()> {
             target_dir,
             sdk_dir,
         } => {
-            let target_dir = target_dir.unwrap_or_else(|| dir.join("target"));
+            let target_dir = target_dir.unwrap_or_else(|| sluice_build::default_target_dir(&dir));
             let out_dir = out_dir.unwrap_or_else(|| target_dir.join("sluice"));
             let mut options = sluice_build::BuildOptions::new(target_dir, out_dir);
             if let Some(sdk_dir) = sdk_dir {

@@ -41,7 +41,8 @@ fn follow(guide_path: &str) -> (usize, String) {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    // The guide's crate compiles natively with the same cache as the rest of the suite.
+    // The guide's crate compiles, natively and to Wasm (`sluice build` uses cargo's
+    // CARGO_TARGET_DIR too), with one cache that outlives the run.
     let native_target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| repo_root().join("target"), std::path::PathBuf::from)
         .join("guide");
