@@ -126,7 +126,7 @@ enum Command {
         /// The transform project's directory.
         #[arg(default_value = ".")]
         dir: PathBuf,
-        /// Where to write `<name>.wasm` (default: `<dir>/target/sluice`).
+        /// Where to write `<name>.wasm` (default: `sluice` in the target directory).
         #[arg(long)]
         out_dir: Option<PathBuf>,
         /// Where intermediate files go (default: `CARGO_TARGET_DIR` for a Rust project

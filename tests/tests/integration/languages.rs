@@ -27,7 +27,7 @@ const BEHAVIORS: [(&str, &str); 5] = [
 ];
 
 /// The limits every language's fixture runs under: a 1 s deadline and a 96 MiB memory
-/// cap.
+/// cap (the memory hogs get a longer deadline, so that memory is what stops them).
 const LIMITS: &str = "batch_timeout = \"1s\"\nmemory_limit_mib = 96";
 
 /// A pipeline through a language's limit fixture.
@@ -117,7 +117,6 @@ fn every_language_meets_the_deadline_fuel_and_memory_limits_with_rusts_error_kin
     let table = work.path().join("deals");
     deals_table(&table, &["create", "--rows", "30"]);
     let fuel = format!("{LIMITS}\nfuel_per_batch = 300000000");
-    // The hog gets a long deadline so that memory, not a slow machine's clock, stops it:
     // Go's allocator once took over a second to reach 96 MiB on a loaded CI host.
     let hog = "batch_timeout = \"60s\"\nmemory_limit_mib = 96";
     for (behavior, limits, kind) in [

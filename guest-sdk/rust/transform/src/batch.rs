@@ -619,7 +619,7 @@ mod tests {
         let cut = from_ipc(bytes[..bytes.len() / 2].to_vec()).unwrap_err();
         assert!(cut.to_string().contains("ends inside"), "{cut}");
         let body = &bytes[..bytes.len() - 8];
-        let schema_end = body.len() - (ipc(&deals(), true).len() - ipc(&deals(), false).len());
+        let schema_end = body.len() - (bytes.len() - ipc(&deals(), false).len());
         let mut doubled = body.to_vec();
         doubled.extend_from_slice(&body[schema_end..]);
         let err = from_ipc(doubled).unwrap_err();
