@@ -150,6 +150,21 @@ enum Command {
         #[arg(long)]
         sdk_dir: Option<PathBuf>,
     },
+    /// Compiles one module for a parent `sluice` within a memory limit; the parent
+    /// kills it past its deadline. Not for people.
+    #[command(hide = true, name = "compile-worker")]
+    CompileWorker {
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        output: PathBuf,
+        #[arg(long)]
+        digest: String,
+        #[arg(long)]
+        memory_bytes: usize,
+        #[arg(long)]
+        fuel_metering: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -178,8 +193,42 @@ enum PositionAction {
     },
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    let command = Cli::parse().command;
+    // A compile worker is a bare process: no runtime, no logging, no other work.
+    if let Command::CompileWorker {
+        input,
+        output,
+        digest,
+        memory_bytes,
+        fuel_metering,
+    } = command
+    {
+        let (status, error) = sluice_engine::run_compile_worker(&sluice_engine::WorkerRequest {
+            input,
+            output,
+            digest,
+            memory_bytes,
+            fuel_metering,
+        });
+        if let Some(error) = error {
+            eprintln!("{error}");
+        }
+        std::process::exit(status);
+    }
+    // Every module this process compiles is compiled by a worker: itself, started again.
+    sluice_engine::isolate_compiles(sluice_engine::CompileWorker {
+        program: std::env::current_exe().context("cannot find the sluice executable")?,
+        args: vec!["compile-worker".to_string()],
+    });
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(run(command))
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
@@ -189,7 +238,7 @@ async fn main() -> anyhow::Result<()> {
         // Colours only for people: log files and collectors get plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match Cli::parse().command {
+    match command {
         Command::Run {
             config,
             stop_at_latest,
@@ -415,6 +464,9 @@ async fn main() -> anyhow::Result<()> {
                 dir.display()
             );
             Ok(())
+        }
+        Command::CompileWorker { .. } => {
+            anyhow::bail!("compile-worker runs before the runtime starts")
         }
     }
 }

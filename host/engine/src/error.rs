@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::shape::ShapeExcess;
+
 /// Why a module could not be loaded or started.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -72,6 +74,31 @@ pub enum EngineError {
         /// The first import the host does not provide.
         import: String,
     },
+    /// Compiling the module passed one of its budgets; nothing of it was kept.
+    #[error(
+        "Transform module {module} was refused: {limit}. Build a smaller module (or, for the host's operator, raise the limit)."
+    )]
+    CompileLimit {
+        /// The module's name.
+        module: String,
+        /// Which budget, and by how much.
+        limit: CompileLimit,
+    },
+    /// The compile worker ended without an answer (it is killed past its budgets,
+    /// which are reported as [`EngineError::CompileLimit`]).
+    #[error("Transform module {module} could not be compiled: {detail}")]
+    CompileCrashed {
+        /// The module's name.
+        module: String,
+        /// How the worker ended.
+        detail: String,
+    },
+    /// The host began shutting down while the module waited or compiled.
+    #[error("Transform module {module} was not compiled: the host is shutting down.")]
+    CompileCancelled {
+        /// The module's name.
+        module: String,
+    },
     /// Instantiation failed (for example the memory cap is below the module's minimum).
     #[error("Cannot start transform module {module}: {reason}")]
     Instantiate {
@@ -98,6 +125,52 @@ pub enum EngineError {
         /// wasmtime's explanation.
         message: String,
     },
+}
+
+/// Which budget a module's compile passed.
+#[derive(Debug)]
+pub enum CompileLimit {
+    /// The module declares more of something than the host compiles.
+    Shape(ShapeExcess),
+    /// The compile needed more memory than its budget.
+    Memory {
+        /// The budget, in bytes.
+        limit_bytes: usize,
+        /// The most the compile was seen using, in bytes.
+        seen_bytes: usize,
+    },
+    /// The compile ran past its deadline.
+    Deadline {
+        /// The deadline.
+        deadline: std::time::Duration,
+    },
+}
+
+impl std::fmt::Display for CompileLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |bytes: usize| bytes / (1024 * 1024);
+        match self {
+            CompileLimit::Shape(excess) => write!(
+                f,
+                "it has {} {}, more than the {} this host compiles",
+                excess.found, excess.what, excess.limit
+            ),
+            CompileLimit::Memory {
+                limit_bytes,
+                seen_bytes,
+            } => write!(
+                f,
+                "compiling it needed more than its compile memory limit of {} MiB (max_compile_mib; at least {} MiB seen) and was stopped",
+                mib(*limit_bytes),
+                mib(*seen_bytes)
+            ),
+            CompileLimit::Deadline { deadline } => write!(
+                f,
+                "compiling it took longer than its compile deadline of {} s (max_compile_seconds) and was stopped",
+                deadline.as_secs_f64()
+            ),
+        }
+    }
 }
 
 /// What kind of trap stopped a module.

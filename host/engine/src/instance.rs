@@ -16,7 +16,7 @@ use crate::budget::{
 use crate::contract::{v0_1, v1};
 use crate::convert;
 use crate::error::{EngineError, TransformError, TrapKind};
-use crate::limits::{Limiter, MemoryCapExceeded};
+use crate::limits::{Limiter, MemoryCapExceeded, TableCapExceeded};
 use crate::log::ModuleLog;
 use crate::module::{InstanceLimits, LogTap, ModulePre};
 use crate::own_schemas::OwnSchemas;
@@ -371,7 +371,9 @@ const WASMTIME_LIMITS: &[&[&str]] = &[
 ];
 
 fn trap_kind(error: &wasmtime::Error) -> TrapKind {
-    if error.downcast_ref::<MemoryCapExceeded>().is_some() {
+    if error.downcast_ref::<MemoryCapExceeded>().is_some()
+        || error.downcast_ref::<TableCapExceeded>().is_some()
+    {
         return TrapKind::Memory;
     }
     if let Some(limit) = error.downcast_ref::<HostLimitExceeded>() {

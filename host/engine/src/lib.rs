@@ -2,13 +2,17 @@
 //!
 //! This crate narrows wasmtime to what Sluice needs: the component model, a memory cap,
 //! a per-batch deadline and an optional fuel budget for every instance, a pooling
-//! allocator sized from those limits, compiled modules cached by content digest, and a
+//! allocator sized from those limits, modules compiled in a worker process within a
+//! memory and time budget (and refused before compiling when their shape is past the
+//! host's limits), compiled modules cached by content digest, and a
 //! linker that grants the contract's own `host` interface plus a WASI that reaches
 //! nothing, so a module has no files, network, environment or real time. Modules are checked against the
 //! `sluice:transform` contract when they are loaded, and called once per batch.
 
 mod batch;
 mod budget;
+mod compile;
+mod compile_queue;
 mod contract;
 mod convert;
 mod error;
@@ -20,16 +24,21 @@ mod limits;
 mod log;
 mod module;
 mod own_schemas;
+mod shape;
 mod sizes;
 mod wasi;
 
-pub use error::{EngineError, TransformError, TrapKind};
+pub use compile::{
+    CompileBudget, CompileWorker, WorkerRequest, isolate_compiles, run_compile_worker,
+};
+pub use error::{CompileLimit, EngineError, TransformError, TrapKind};
 pub use instance::{BatchOutput, OutputRecord, RejectedRow, TransformInstance};
 pub use language::source_language;
 pub use log::LogLevel;
 pub use module::{
     Contract, EngineConfig, InstanceLimits, LogTap, TransformEngine, TransformModule,
 };
+pub use shape::{ModuleShape, ShapeExcess};
 pub use sluice_encoding::{Format, Framed};
 
 /// The contract versions this host can run, newest first.

@@ -1,10 +1,23 @@
 //! What one instance may use: memory (with its peak recorded, to recycle instances
-//! that grew) and table elements.
+//! that grew), tables counted as the bytes they take against the same cap, and how
+//! many core instances, tables and memories it may create. Instantiation is charged
+//! too: initial sizes pass through the same checks as growth.
 
 use wasmtime::ResourceLimiter;
 
-/// Most table elements one instance may grow to.
-const MAX_TABLE_ELEMENTS: usize = 1_000_000;
+/// Bytes one table element takes in the host (a pointer to a function or reference).
+const TABLE_ELEMENT_BYTES: usize = 8;
+
+/// Most core instances one transform instance may create (componentize-py's guests
+/// create 14; `shape.rs` checks the same count before compiling).
+const MAX_CORE_INSTANCES: usize = 64;
+
+/// Most tables one transform instance may hold.
+const MAX_TABLES: usize = 64;
+
+/// Most linear memories one transform instance may hold. Each reserves address space
+/// for its guard regions, so this bounds one instance's reservation.
+const MAX_MEMORIES: usize = 16;
 
 /// The error a memory growth past the cap traps with.
 #[derive(Debug, thiserror::Error)]
@@ -16,11 +29,22 @@ pub(crate) struct MemoryCapExceeded {
     limit: usize,
 }
 
-/// Caps the memory of an instance, all its memories together (a component may hold
-/// several), and remembers the largest total seen.
+/// The error a table growth past the cap traps with.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "table growth failure: the module's tables would take {desired} bytes with its memory, its cap is {limit} bytes"
+)]
+pub(crate) struct TableCapExceeded {
+    desired: usize,
+    limit: usize,
+}
+
+/// Caps the memory of an instance, all its memories and tables together (a component
+/// may hold several of each), and remembers the largest memory total seen.
 pub(crate) struct Limiter {
     memory_limit: usize,
     memory_total: usize,
+    table_bytes: usize,
     pub(crate) memory_peak: usize,
 }
 
@@ -29,6 +53,7 @@ impl Limiter {
         Limiter {
             memory_limit,
             memory_total: 0,
+            table_bytes: 0,
             memory_peak: 0,
         }
     }
@@ -49,7 +74,7 @@ impl ResourceLimiter for Limiter {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let total = (self.memory_total - current.min(self.memory_total)).saturating_add(desired);
-        if total > self.memory_limit {
+        if total.saturating_add(self.table_bytes) > self.memory_limit {
             return Err(wasmtime::Error::new(MemoryCapExceeded {
                 desired: total,
                 limit: self.memory_limit,
@@ -62,11 +87,34 @@ impl ResourceLimiter for Limiter {
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+        let added = desired
+            .saturating_sub(current)
+            .saturating_mul(TABLE_ELEMENT_BYTES);
+        let tables = self.table_bytes.saturating_add(added);
+        if tables.saturating_add(self.memory_total) > self.memory_limit {
+            return Err(wasmtime::Error::new(TableCapExceeded {
+                desired: tables.saturating_add(self.memory_total),
+                limit: self.memory_limit,
+            }));
+        }
+        self.table_bytes = tables;
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
     }
 }
 
@@ -83,5 +131,18 @@ mod tests {
         assert!(limiter.memory_growing(0, 30, None).is_err());
         assert!(limiter.memory_growing(0, 20, None).unwrap());
         assert_eq!(limiter.memory_peak, 100);
+    }
+
+    #[test]
+    fn tables_count_as_bytes_against_the_same_cap() {
+        let mut limiter = Limiter::new(1000);
+        assert!(limiter.memory_growing(0, 600, None).unwrap());
+        // 50 elements of 8 bytes fit beside 600 bytes of memory ...
+        assert!(limiter.table_growing(0, 50, None).unwrap());
+        // ... 51 more in another table do not.
+        let error = limiter.table_growing(0, 51, None).unwrap_err();
+        assert!(error.to_string().contains("cap is 1000 bytes"), "{error}");
+        // And memory cannot take what the tables hold.
+        assert!(limiter.memory_growing(600, 700, None).is_err());
     }
 }

@@ -5,17 +5,20 @@ use std::hash::{Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sha2::Digest as _;
 use sluice_encoding::Format;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::compile::{self, CompileBudget, CompileFailure, CompileWorker};
+use crate::compile_queue::CompileQueue;
 use crate::contract::{self, v0_1, v1};
-use crate::error::EngineError;
+use crate::error::{CompileLimit, EngineError};
 use crate::instance::{HostState, TransformInstance};
 use crate::log::LogLevel;
+use crate::shape::ModuleShape;
 
 /// How often the engine's epoch advances; deadlines are counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -38,6 +41,8 @@ pub struct InstanceLimits {
     pub recycle_memory_bytes: usize,
     /// Log messages per second one instance may write before they are dropped.
     pub log_messages_per_second: u32,
+    /// What compiling the module may use (when the engine compiles in a worker).
+    pub compile: CompileBudget,
 }
 
 impl Default for InstanceLimits {
@@ -49,6 +54,7 @@ impl Default for InstanceLimits {
             max_output_bytes: 256 * 1024 * 1024,
             recycle_memory_bytes: 128 * 1024 * 1024,
             log_messages_per_second: 20,
+            compile: CompileBudget::default(),
         }
     }
 }
@@ -72,6 +78,16 @@ pub struct EngineConfig {
     pub pooled_instances: u32,
     /// Where compiled modules are cached by content digest; no cache when `None`.
     pub cache_dir: Option<PathBuf>,
+    /// The process modules are compiled in, so a runaway compile is killed instead of
+    /// taking the host with it; in this process when `None` (trusted modules only).
+    /// Defaults to the worker registered with [`crate::isolate_compiles`].
+    pub compile_worker: Option<CompileWorker>,
+    /// Most compiles running at once (each may use a core and its memory budget).
+    pub max_concurrent_compiles: usize,
+    /// What a module may declare before it is compiled.
+    pub shape_limits: ModuleShape,
+    /// Most compiled modules kept for reuse beyond those in use.
+    pub max_kept_modules: usize,
 }
 
 impl Default for EngineConfig {
@@ -81,6 +97,10 @@ impl Default for EngineConfig {
             fuel_metering: false,
             pooled_instances: 16,
             cache_dir: None,
+            compile_worker: compile::registered_worker(),
+            max_concurrent_compiles: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            shape_limits: ModuleShape::LIMITS,
+            max_kept_modules: 64,
         }
     }
 }
@@ -91,6 +111,43 @@ pub type LogTap = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
 
 /// A module's compiled code, once compiled; locked while it compiles.
 type CompiledSlot = Arc<Mutex<Option<Component>>>;
+
+/// Compiled code by module digest, so many pipelines running one module share it; the
+/// least recently used beyond the engine's bound are dropped (modules in use keep
+/// their own reference), and a module that failed is never kept.
+#[derive(Default)]
+struct CompiledModules {
+    slots: HashMap<String, (CompiledSlot, u64)>,
+    uses: u64,
+}
+
+impl CompiledModules {
+    fn slot(&mut self, digest: &str, keep: usize) -> CompiledSlot {
+        self.uses += 1;
+        let uses = self.uses;
+        let slot = {
+            let entry = self.slots.entry(digest.to_string()).or_default();
+            entry.1 = uses;
+            entry.0.clone()
+        };
+        while self.slots.len() > keep.max(1) {
+            let oldest = self
+                .slots
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(digest, _)| digest.clone());
+            match oldest {
+                Some(oldest) if oldest != digest => self.slots.remove(&oldest),
+                _ => break,
+            };
+        }
+        slot
+    }
+
+    fn forget(&mut self, digest: &str) {
+        self.slots.remove(digest);
+    }
+}
 
 /// Stops the epoch thread when the last engine or module using it is dropped.
 struct Ticker {
@@ -112,17 +169,27 @@ pub struct TransformEngine {
     engine: wasmtime::Engine,
     config: EngineConfig,
     ticker: Arc<Ticker>,
-    // Compiled code by module digest: many pipelines running one module share it.
-    compiled: Arc<Mutex<HashMap<String, CompiledSlot>>>,
+    compiled: Arc<Mutex<CompiledModules>>,
+    compiles: Arc<CompileQueue>,
+    // Set when the host stops: compiles are killed, waiting ones give up.
+    cancelled: Arc<AtomicBool>,
+}
+
+/// The wasmtime settings every engine of Sluice and its compile workers share: a module
+/// compiled in a worker loads only into an engine with the same code generation.
+pub(crate) fn wasmtime_config(fuel_metering: bool) -> wasmtime::Config {
+    let mut wasm = wasmtime::Config::new();
+    wasm.wasm_component_model(true)
+        .epoch_interruption(true)
+        .consume_fuel(fuel_metering);
+    wasm
 }
 
 impl TransformEngine {
     /// Creates the engine and starts its epoch ticker.
     pub fn new(config: EngineConfig) -> Result<TransformEngine, EngineError> {
-        let mut wasm = wasmtime::Config::new();
-        wasm.wasm_component_model(true)
-            .epoch_interruption(true)
-            .consume_fuel(config.fuel_metering || config.limits.fuel_per_batch.is_some());
+        let mut wasm =
+            wasmtime_config(config.fuel_metering || config.limits.fuel_per_batch.is_some());
         if config.pooled_instances > 0 {
             wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(&config)));
         }
@@ -141,10 +208,19 @@ impl TransformEngine {
             .map_err(|e| EngineError::Config(format!("cannot start the epoch thread: {e}")))?;
         Ok(TransformEngine {
             engine,
-            config,
             ticker: Arc::new(Ticker { stop: ticker_stop }),
             compiled: Arc::default(),
+            // One compile of an owner at a time: the rest of the host stays for others.
+            compiles: Arc::new(CompileQueue::new(config.max_concurrent_compiles, 1)),
+            cancelled: Arc::default(),
+            config,
         })
+    }
+
+    /// Stops every compile: running workers are killed, waiting loads fail. For a host
+    /// that is shutting down.
+    pub fn cancel_compiles(&self) {
+        self.cancelled.store(true, Ordering::Relaxed);
     }
 
     /// Whether instructions are metered, so modules may have a fuel budget.
@@ -163,13 +239,15 @@ impl TransformEngine {
             || path.display().to_string(),
             |s| s.to_string_lossy().into_owned(),
         );
-        self.load_bytes(&name, path, &bytes, self.config.limits.clone())
+        self.load_bytes("", &name, path, &bytes, self.config.limits.clone())
     }
 
     /// Checks and compiles a transform component whose instances run under `limits`;
-    /// `name` names the module in logs and errors, `path` where it came from.
+    /// `name` names the module in logs and errors, `path` where it came from. Compiles
+    /// of one `owner` (a tenant) wait for each other, never for another owner's.
     pub fn load_bytes(
         &self,
+        owner: &str,
         name: &str,
         path: &Path,
         bytes: &[u8],
@@ -196,11 +274,16 @@ impl TransformEngine {
             Some([0, b'a', b's', b'm', ..]) => {}
             _ => return Err(EngineError::NotWasm { path: path_buf }),
         }
-        let digest: String = sha2::Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let component = self.compile(&path_buf, bytes, &digest)?;
+        let digest = compile::hex(&sha2::Sha256::digest(bytes));
+        let job = CompileJob {
+            owner,
+            name,
+            path: &path_buf,
+            bytes,
+            digest: &digest,
+            budget: &limits.compile,
+        };
+        let component = self.compile(&job)?;
         let version = check_contract(&self.engine, &component, &path_buf)?;
         check_imports(&self.engine, &component, &path_buf, version)?;
         let mut linker: Linker<HostState> = Linker::new(&self.engine);
@@ -240,48 +323,51 @@ impl TransformEngine {
     /// settings, and written only by this code.
     /// One module is compiled once even when several callers ask at the same time
     /// (pipelines of a module starting together): the others wait for it.
-    fn compile(&self, path: &Path, bytes: &[u8], digest: &str) -> Result<Component, EngineError> {
+    fn compile(&self, job: &CompileJob<'_>) -> Result<Component, EngineError> {
         let slot = self
             .compiled
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(digest.to_string())
-            .or_default()
-            .clone();
+            .slot(job.digest, self.config.max_kept_modules);
         let mut slot = slot
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(component) = slot.as_ref() {
             return Ok(component.clone());
         }
-        let component = self.compile_or_read_cache(path, bytes, digest)?;
-        *slot = Some(component.clone());
-        Ok(component)
+        match self.compile_or_read_cache(job) {
+            Ok(component) => {
+                *slot = Some(component.clone());
+                Ok(component)
+            }
+            Err(error) => {
+                self.compiled
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .forget(job.digest);
+                Err(error)
+            }
+        }
     }
 
-    /// Compiles the component, or reads it from the cache directory.
-    fn compile_or_read_cache(
-        &self,
-        path: &Path,
-        bytes: &[u8],
-        digest: &str,
-    ) -> Result<Component, EngineError> {
-        let invalid = |e: wasmtime::Error| EngineError::Invalid {
-            path: path.to_path_buf(),
-            reason: format!("{e:#}"),
-        };
-        let Some(dir) = &self.config.cache_dir else {
-            return Component::new(&self.engine, bytes).map_err(invalid);
-        };
+    /// The cache file of a module, keyed by its digest and the engine's settings.
+    fn cache_file(&self, digest: &str) -> Option<PathBuf> {
+        let dir = self.config.cache_dir.as_ref()?;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         self.engine
             .precompile_compatibility_hash()
             .hash(&mut hasher);
-        let cached = dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()));
-        if cached.exists() {
-            // SAFETY: the file was written by `Component::serialize` below for this
-            // engine configuration (the name carries its compatibility hash).
-            match unsafe { Component::deserialize_file(&self.engine, &cached) } {
+        Some(dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish())))
+    }
+
+    /// Compiles the component, or reads it from the cache directory.
+    fn compile_or_read_cache(&self, job: &CompileJob<'_>) -> Result<Component, EngineError> {
+        let cached = self.cache_file(job.digest);
+        if let Some(cached) = cached.as_ref().filter(|c| c.exists()) {
+            // SAFETY: the file was written below, from `Component::serialize` or a
+            // compile worker, for this engine configuration (the name carries its
+            // compatibility hash).
+            match unsafe { Component::deserialize_file(&self.engine, cached) } {
                 Ok(component) => return Ok(component),
                 Err(e) => tracing::warn!(
                     path = %cached.display(),
@@ -290,24 +376,133 @@ impl TransformEngine {
                 ),
             }
         }
-        let component = Component::new(&self.engine, bytes).map_err(invalid)?;
-        let written = component
-            .serialize()
-            .map_err(|e| e.to_string())
-            .and_then(|compiled| {
-                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-                let partial = cached.with_extension("partial");
-                std::fs::write(&partial, compiled).map_err(|e| e.to_string())?;
-                std::fs::rename(&partial, &cached).map_err(|e| e.to_string())
+        let invalid = |reason: String| EngineError::Invalid {
+            path: job.path.to_path_buf(),
+            reason,
+        };
+        let shape = ModuleShape::of(job.bytes).map_err(invalid)?;
+        if let Some(excess) = shape.excess(&self.config.shape_limits) {
+            return Err(EngineError::CompileLimit {
+                module: job.name.to_string(),
+                limit: CompileLimit::Shape(excess),
             });
-        if let Err(error) = written {
-            tracing::warn!(
-                path = %cached.display(),
-                %error,
-                "Could not cache the compiled module; it will be compiled again next start."
-            );
+        }
+        let Some(_slot) = self
+            .compiles
+            .enter(job.owner, &|| self.cancelled.load(Ordering::Relaxed))
+        else {
+            return Err(EngineError::CompileCancelled {
+                module: job.name.to_string(),
+            });
+        };
+        let started = Instant::now();
+        let (component, serialized) = match &self.config.compile_worker {
+            Some(worker) => {
+                let serialized = self.compile_in_worker(worker, job)?;
+                // SAFETY: the bytes were written by our own compile worker, with this
+                // engine's code generation settings, into a directory only this
+                // process and the worker it started can write.
+                let component = unsafe { Component::deserialize(&self.engine, &serialized) }
+                    .map_err(|e| invalid(format!("{e:#}")))?;
+                (component, Some(serialized))
+            }
+            None => (
+                Component::new(&self.engine, job.bytes).map_err(|e| invalid(format!("{e:#}")))?,
+                None,
+            ),
+        };
+        tracing::info!(
+            module = job.name,
+            digest = job.digest,
+            seconds = started.elapsed().as_secs_f64(),
+            "A transform module was compiled."
+        );
+        if let Some(cached) = cached {
+            write_cache(&cached, &component, serialized);
         }
         Ok(component)
+    }
+
+    /// Compiles in a worker process within the module's budget.
+    fn compile_in_worker(
+        &self,
+        worker: &CompileWorker,
+        job: &CompileJob<'_>,
+    ) -> Result<Vec<u8>, EngineError> {
+        let module = job.name.to_string();
+        let result = compile::compile_isolated(
+            worker,
+            job.bytes,
+            job.digest,
+            job.budget,
+            self.fuel_metered(),
+            &|| self.cancelled.load(Ordering::Relaxed),
+        );
+        match result {
+            Ok((serialized, usage)) => {
+                tracing::debug!(
+                    module,
+                    seconds = usage.elapsed.as_secs_f64(),
+                    peak_mib = usage.peak_bytes / (1024 * 1024),
+                    "A compile worker finished."
+                );
+                Ok(serialized)
+            }
+            Err(CompileFailure::Invalid(reason)) => Err(EngineError::Invalid {
+                path: job.path.to_path_buf(),
+                reason,
+            }),
+            Err(CompileFailure::Memory(peak)) => Err(EngineError::CompileLimit {
+                module,
+                limit: CompileLimit::Memory {
+                    limit_bytes: job.budget.memory_bytes,
+                    seen_bytes: peak,
+                },
+            }),
+            Err(CompileFailure::Deadline) => Err(EngineError::CompileLimit {
+                module,
+                limit: CompileLimit::Deadline {
+                    deadline: job.budget.deadline,
+                },
+            }),
+            Err(CompileFailure::Cancelled) => Err(EngineError::CompileCancelled { module }),
+            Err(CompileFailure::Crashed(detail)) => {
+                Err(EngineError::CompileCrashed { module, detail })
+            }
+        }
+    }
+}
+
+/// One module to compile, and for whom.
+struct CompileJob<'a> {
+    owner: &'a str,
+    name: &'a str,
+    path: &'a Path,
+    bytes: &'a [u8],
+    digest: &'a str,
+    budget: &'a CompileBudget,
+}
+
+/// Writes a compiled module to the cache; a failure only costs a compile next start.
+fn write_cache(cached: &Path, component: &Component, serialized: Option<Vec<u8>>) {
+    let serialized = match serialized {
+        Some(bytes) => Ok(bytes),
+        None => component.serialize().map_err(|e| e.to_string()),
+    };
+    let written = serialized.and_then(|compiled| {
+        if let Some(dir) = cached.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        let partial = cached.with_extension("partial");
+        std::fs::write(&partial, compiled).map_err(|e| e.to_string())?;
+        std::fs::rename(&partial, cached).map_err(|e| e.to_string())
+    });
+    if let Err(error) = written {
+        tracing::warn!(
+            path = %cached.display(),
+            %error,
+            "Could not cache the compiled module; it will be compiled again next start."
+        );
     }
 }
 

@@ -12,6 +12,7 @@ use sluice_encoding::{
     Envelope, Format, KeyFormat, ProtobufSchema, SubjectStrategy, SuppliedSchema, ValueFormat,
     invalid_avro_name,
 };
+use sluice_engine::CompileBudget;
 use sluice_registry::{RegistryAuth, RegistrySettings};
 use sluice_source::SourceOptions;
 
@@ -123,6 +124,14 @@ pub struct TransformSection {
     /// (default 20).
     #[serde(default = "default_log_messages_per_second")]
     pub log_messages_per_second: u32,
+    /// Longest compiling the module may take before it is stopped and refused
+    /// (default `120s`). Modules compile in a separate process, so a runaway compile
+    /// cannot take the host down.
+    #[serde(default = "default_compile_timeout", with = "humantime_serde")]
+    pub compile_timeout: Duration,
+    /// Most memory compiling the module may use, in MiB (default 1024).
+    #[serde(default = "default_compile_memory_mib")]
+    pub compile_memory_mib: usize,
     /// Where compiled modules are cached by digest (default
     /// `$HOME/.cache/sluice/modules`; relative to the config file). Set to `""` to
     /// compile at every start.
@@ -417,6 +426,14 @@ fn default_connect_timeout() -> Duration {
 
 /// Resolves a `${env:NAME}` or `${file:PATH}` reference (a file relative to `base`,
 /// its trailing newline dropped), so secrets stay out of config files. Other values are
+fn default_compile_timeout() -> Duration {
+    CompileBudget::default().deadline
+}
+
+fn default_compile_memory_mib() -> usize {
+    CompileBudget::default().memory_bytes / (1024 * 1024)
+}
+
 /// kept as given.
 pub fn resolve_reference(value: &str, base: &Path) -> Result<String, String> {
     let Some(reference) = value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) else {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_engine::{
-    BatchOutput, EngineConfig, EngineError, Format, Framed, InstanceLimits, OutputRecord,
-    TransformEngine, TransformError, TransformModule, TrapKind,
+    BatchOutput, CompileBudget, EngineConfig, EngineError, Format, Framed, InstanceLimits,
+    OutputRecord, TransformEngine, TransformError, TransformModule, TrapKind,
 };
 use sluice_source::arrow::array::{BooleanArray, RecordBatch};
 use sluice_source::arrow::compute::filter_record_batch;
@@ -65,6 +65,10 @@ pub fn instance_limits(transform: &TransformSection) -> InstanceLimits {
     }
 }
 
+        compile: CompileBudget {
+            memory_bytes: bytes(transform.compile_memory_mib),
+            deadline: transform.compile_timeout,
+        },
 /// Loads a pipeline's module from the path its config names, in an engine of its own.
 pub(crate) fn load_module(config: &PipelineConfig) -> Result<TransformModule, EngineError> {
     let transform = &config.transform;

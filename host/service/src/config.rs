@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use sluice_engine::CompileBudget;
 
 use crate::error::ServiceError;
 
@@ -106,6 +107,16 @@ pub struct TenantConfig {
     /// Largest module the tenant may upload, in MiB (default 64).
     #[serde(default = "default_tenant_module_mib")]
     pub max_module_mib: usize,
+    /// Longest compiling one of its modules may take, in seconds (default 120): an
+    /// upload, deploy or pipeline whose module takes longer is refused, and the compile
+    /// is stopped. Pipelines asking for a longer `compile_timeout` get this.
+    #[serde(default = "default_tenant_compile_seconds")]
+    pub max_compile_seconds: u64,
+    /// Most memory compiling one of its modules may use, in MiB (default 1024);
+    /// compiles run in their own process, so this is never taken from the service's.
+    /// Pipelines asking for a larger `compile_memory_mib` get this.
+    #[serde(default = "default_tenant_compile_mib")]
+    pub max_compile_mib: usize,
     /// Most output (records and rejections) one batch of its modules may make, in MiB
     /// (default 256): the host holds it until the batch is produced.
     #[serde(default = "default_tenant_output_mib")]
@@ -158,6 +169,12 @@ fn default_tenant_batch_timeout() -> Duration {
 fn default_tenant_module_mib() -> usize {
     64
 }
+fn default_tenant_compile_seconds() -> u64 {
+    CompileBudget::default().deadline.as_secs()
+}
+fn default_tenant_compile_mib() -> usize {
+    CompileBudget::default().memory_bytes / (1024 * 1024)
+}
 fn default_tenant_output_mib() -> usize {
     256
 }
@@ -172,6 +189,14 @@ fn default_tenant_log_rate() -> u32 {
 }
 
 impl TenantConfig {
+    /// What compiling one of the tenant's modules may use.
+    pub fn compile_budget(&self) -> CompileBudget {
+        CompileBudget {
+            memory_bytes: self.max_compile_mib.saturating_mul(1024 * 1024),
+            deadline: Duration::from_secs(self.max_compile_seconds),
+        }
+    }
+
     /// Checks the settings that do not depend on where the tenant comes from.
     pub fn validate(&self, name: &str, fuel_metering: bool) -> Result<(), String> {
         if !valid_name(name) {

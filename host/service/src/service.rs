@@ -175,12 +175,18 @@ impl Service {
         }
         let engine = self.engine.clone();
         let module_name = name.to_string();
+        let owner = tenant.to_string();
+        let module_limits = sluice_engine::InstanceLimits {
+            compile: limits.compile_budget(),
+            ..sluice_engine::InstanceLimits::default()
+        };
         let (bytes, module) = tokio::task::spawn_blocking(move || {
             let checked = engine.load_bytes(
+                &owner,
                 &module_name,
                 Path::new(&module_name),
                 &bytes,
-                sluice_engine::InstanceLimits::default(),
+                module_limits,
             );
             (bytes, checked)
         })

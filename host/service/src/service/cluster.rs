@@ -167,7 +167,7 @@ impl Service {
             .collect();
         for (tenant, digest) in modules {
             if let Ok(Some(module)) = self.state.module(&tenant, &digest) {
-                self.clone().warm_module(module).await;
+                self.clone().warm_module(tenant, module).await;
             }
         }
         let (changes, slot_changes) = mpsc::unbounded_channel();
@@ -393,22 +393,30 @@ impl Service {
 
     /// Compiles each module sent, one at a time, so that a pipeline of it that moves to
     /// this node later starts without compiling it first (seconds on a busy node).
-    async fn warm_modules(self: Arc<Service>, mut modules: mpsc::UnboundedReceiver<ModuleEntry>) {
-        while let Some(module) = modules.recv().await {
-            self.clone().warm_module(module).await;
+    async fn warm_modules(
+        self: Arc<Service>,
+        mut modules: mpsc::UnboundedReceiver<(String, ModuleEntry)>,
+    ) {
+        while let Some((tenant, module)) = modules.recv().await {
+            self.clone().warm_module(tenant, module).await;
         }
     }
 
     /// Compiles a module into the engine and its cache, unless it is there.
-    async fn warm_module(self: Arc<Service>, module: ModuleEntry) {
+    async fn warm_module(self: Arc<Service>, tenant: String, module: ModuleEntry) {
         let warmed = tokio::task::spawn_blocking(move || {
             let bytes = self.state.read_module(&module.digest)?;
+            let limits = sluice_engine::InstanceLimits {
+                compile: self.tenant(&tenant)?.compile_budget(),
+                ..sluice_engine::InstanceLimits::default()
+            };
             self.engine
                 .load_bytes(
+                    &tenant,
                     &module.name,
                     &self.state.module_path(&module.digest),
                     &bytes,
-                    sluice_engine::InstanceLimits::default(),
+                    limits,
                 )
                 .map(drop)
                 .map_err(|e| ServiceError::InvalidModule(e.to_string()))
@@ -423,7 +431,7 @@ impl Service {
         self: &Arc<Service>,
         record: StateRecord,
         assembler: &mut Assembler,
-        warm: &mpsc::UnboundedSender<ModuleEntry>,
+        warm: &mpsc::UnboundedSender<(String, ModuleEntry)>,
     ) -> Result<(), ServiceError> {
         let bad = |what: &str, e: serde_json::Error| {
             ServiceError::Cluster(format!("{what} `{}` is unreadable: {e}", record.key))
@@ -453,7 +461,7 @@ impl Service {
                 let entry: ModuleEntry =
                     serde_json::from_slice(json).map_err(|e| bad("module", e))?;
                 self.state.save_module_entry(tenant, &entry)?;
-                let _ = warm.send(entry);
+                let _ = warm.send((tenant.to_string(), entry));
             }
         } else if let Some(rest) = record.key.strip_prefix("pipeline/") {
             let Some((tenant, name)) = rest.split_once('/') else {

@@ -72,6 +72,7 @@ impl Service {
         let module = self
             .engine
             .load_bytes(
+                tenant,
                 &listed.name,
                 &self.state.module_path(digest),
                 &bytes,

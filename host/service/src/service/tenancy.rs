@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use sluice_pipeline::PipelineConfig;
@@ -401,6 +402,12 @@ impl Service {
             PipelineConfig::parse(&text, self.state.compiled_dir().as_path()).map_err(bad)?;
         config.transform.module_cache_dir = Some(self.state.compiled_dir());
         let transform = &mut config.transform;
+        // Compiles are the host's work done for the tenant: its caps bound them whatever
+        // the pipeline asks.
+        transform.compile_timeout = transform
+            .compile_timeout
+            .min(Duration::from_secs(limits.max_compile_seconds));
+        transform.compile_memory_mib = transform.compile_memory_mib.min(limits.max_compile_mib);
         if transform.memory_limit_mib > limits.max_memory_mib {
             return Err(ServiceError::LimitExceeded(format!(
                 "pipeline {name} asks for memory_limit_mib = {}; tenant {tenant} may use at most {}",
