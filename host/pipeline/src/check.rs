@@ -1,11 +1,12 @@
 //! `sluice check`: validates a pipeline's config, table, module and broker without
 //! running it, and lists every problem found rather than the first.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
 use sluice_encoding::{SchemaKind, SubjectStrategy, WriterSchema};
-use sluice_engine::TransformInstance;
+use sluice_engine::{BatchOutput, TransformInstance};
 use sluice_registry::{
     HttpRegistry, Registration, RegistryError, RegistrySettings, SchemaRegistry,
 };
@@ -15,6 +16,7 @@ use crate::config::PipelineConfig;
 use crate::run::sink_config;
 use crate::stage::load_module;
 use crate::start::configured_start;
+use crate::topics::TopicRule;
 
 /// What one part of a pipeline was found to be.
 #[derive(Debug)]
@@ -92,18 +94,45 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
             Err(e) => Finding::problem("module", format!("The module check crashed: {e}")),
         },
     );
-    if let Some(settings) = config.registry_settings() {
+    let registry = config.registry_settings();
+    let rule = TopicRule::of(&config.sink);
+    // The module runs on the first batch only when what it makes is checked: its
+    // schemas, or its records' topics.
+    let mut first = None;
+    if let (Some((feed, start, latest)), Some(mut instance)) = (readable, instance)
+        && (registry.is_some() || rule.restricts())
+    {
+        let ran = tokio::task::spawn_blocking(move || {
+            first_output(&feed, (start, latest), &mut instance)
+        })
+        .await;
+        match ran {
+            Ok(Ok(output)) => first = Some(output),
+            Ok(Err(finding)) => findings.push(finding),
+            Err(e) => findings.push(Finding::problem(
+                "module",
+                format!("The first batch's check crashed: {e}"),
+            )),
+        }
+    }
+    if let Some(Some(output)) = &first
+        && rule.restricts()
+    {
+        findings.push(check_record_topics(&rule, output));
+    }
+    if let Some(settings) = registry {
         let config = config.clone();
         let checked = tokio::task::spawn_blocking(move || {
             let mut findings = vec![check_registry(&config, &settings)];
-            if let (Some((feed, start, latest)), Some(mut instance)) = (readable, instance) {
-                findings.extend(check_schemas(
-                    &config,
-                    &settings,
-                    &feed,
-                    (start, latest),
-                    &mut instance,
-                ));
+            match first {
+                Some(Some(output)) => {
+                    findings.extend(check_schemas(&config, &settings, &output));
+                }
+                Some(None) => findings.push(Finding::ok(
+                    "registry",
+                    "The table has no change rows from the start yet; schemas are derived and registered with the first records.".to_string(),
+                )),
+                None => {}
             }
             findings
         })
@@ -171,20 +200,13 @@ fn check_registry(config: &PipelineConfig, settings: &RegistrySettings) -> Findi
     }
 }
 
-/// What registering the schemas of the first batch's records would do: the module runs
-/// on the first batch from the configured start, and the registry is asked about each
-/// schema its records carry, without registering anything.
-fn check_schemas(
-    config: &PipelineConfig,
-    settings: &RegistrySettings,
+/// What the module makes of the first batch from the configured start; `None` when the
+/// table has no change rows from there yet.
+fn first_output(
     feed: &ChangeFeed,
     (start, latest): (Position, u64),
     instance: &mut TransformInstance,
-) -> Vec<Finding> {
-    let registry = match HttpRegistry::new(settings) {
-        Ok(registry) => registry,
-        Err(e) => return vec![Finding::problem("registry", e)],
-    };
+) -> Result<Option<BatchOutput>, Finding> {
     let first = if start.snapshot {
         feed.read_snapshot(start).map(|mut batches| batches.next())
     } else if start.version > latest {
@@ -194,24 +216,56 @@ fn check_schemas(
     };
     let batch = match first {
         Ok(Some(Ok(batch))) => batch,
-        Ok(None) => {
-            return vec![Finding::ok(
-                "registry",
-                "The table has no change rows from the start yet; schemas are derived and registered with the first records.".to_string(),
-            )];
-        }
-        Ok(Some(Err(e))) | Err(e) => return vec![Finding::problem("table", e)],
+        Ok(None) => return Ok(None),
+        Ok(Some(Err(e))) | Err(e) => return Err(Finding::problem("table", e)),
     };
-    let output = match instance.transform(&batch.batch) {
-        Ok(output) => output,
-        Err(e) => {
-            return vec![Finding::problem(
-                "module",
-                format!(
-                    "The module failed on the first batch, so no schema could be derived from it: {e}"
-                ),
-            )];
-        }
+    instance.transform(&batch.batch).map(Some).map_err(|e| {
+        Finding::problem(
+            "module",
+            format!(
+                "The module failed on the first batch, so neither the schemas nor the topics of its records could be checked: {e}"
+            ),
+        )
+    })
+}
+
+/// The topics the first batch's records name, against `[sink] allowed_topics` (and a
+/// tenant's prefix): a record on another topic fails its row when the pipeline runs.
+fn check_record_topics(rule: &TopicRule, output: &BatchOutput) -> Finding {
+    let mut seen = BTreeSet::new();
+    let refused: Vec<String> = output
+        .records
+        .iter()
+        .filter_map(|record| record.topic.as_deref())
+        .filter(|topic| seen.insert(*topic))
+        .filter_map(|topic| rule.refusal(topic))
+        .collect();
+    match refused.as_slice() {
+        [] => Finding::ok(
+            "module",
+            "The first batch's records name only topics the pipeline may write to.".to_string(),
+        ),
+        [first, rest @ ..] => Finding::problem(
+            "module",
+            format!(
+                "The first batch's records name {} topic(s) the pipeline may not write to ({first}{}): their rows fail under [transform] on_error and are never sent. Make the module name allowed topics, or list them in [sink] allowed_topics.",
+                refused.len(),
+                if rest.is_empty() { "" } else { "; and others" }
+            ),
+        ),
+    }
+}
+
+/// What registering the schemas of the first batch's records would do: the registry is
+/// asked about each schema they carry, without registering anything.
+fn check_schemas(
+    config: &PipelineConfig,
+    settings: &RegistrySettings,
+    output: &BatchOutput,
+) -> Vec<Finding> {
+    let registry = match HttpRegistry::new(settings) {
+        Ok(registry) => registry,
+        Err(e) => return vec![Finding::problem("registry", e)],
     };
     let strategy = config.sink.encoding.subject_name_strategy;
     let mut seen = Vec::new();

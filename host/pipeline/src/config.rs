@@ -173,6 +173,15 @@ pub enum ErrorPolicy {
 pub struct SinkSection {
     /// Topic for records that name none.
     pub topic: String,
+    /// The topics a module's records may name besides `topic`: names, and name starts
+    /// ending in `*` (`"orders.by-country.*"`). Unset: any topic. A record naming
+    /// another topic fails its row under `on_error` and is never sent.
+    #[serde(default)]
+    pub allowed_topics: Option<Vec<String>>,
+    /// The prefix every record's topic must start with: the tenant's `topic_prefix`,
+    /// set by `sluice serve`, never read from the file.
+    #[serde(skip)]
+    pub topic_prefix: Option<String>,
     /// `exactly-once` (default): records and position in one Kafka transaction per
     /// batch; `at-least-once`: the position follows the acknowledged records.
     #[serde(default)]
@@ -417,6 +426,14 @@ fn default_batch_timeout() -> Duration {
 fn default_max_output_mib() -> usize {
     256
 }
+fn default_compile_timeout() -> Duration {
+    CompileBudget::default().deadline
+}
+
+fn default_compile_memory_mib() -> usize {
+    CompileBudget::default().memory_bytes / (1024 * 1024)
+}
+
 fn default_log_messages_per_second() -> u32 {
     20
 }
@@ -426,14 +443,6 @@ fn default_connect_timeout() -> Duration {
 
 /// Resolves a `${env:NAME}` or `${file:PATH}` reference (a file relative to `base`,
 /// its trailing newline dropped), so secrets stay out of config files. Other values are
-fn default_compile_timeout() -> Duration {
-    CompileBudget::default().deadline
-}
-
-fn default_compile_memory_mib() -> usize {
-    CompileBudget::default().memory_bytes / (1024 * 1024)
-}
-
 /// kept as given.
 pub fn resolve_reference(value: &str, base: &Path) -> Result<String, String> {
     let Some(reference) = value.strip_prefix("${").and_then(|v| v.strip_suffix('}')) else {
@@ -586,6 +595,14 @@ impl PipelineConfig {
                 ));
             }
             _ => {}
+        }
+        for entry in config.sink.allowed_topics.iter().flatten() {
+            let start = entry.strip_suffix('*').unwrap_or(entry);
+            if start.is_empty() || start.contains('*') {
+                return Err(format!(
+                    "[sink] allowed_topics entry `{entry}` must be a topic name, or the start of one followed by `*`"
+                ));
+            }
         }
         if config
             .transform
@@ -1101,5 +1118,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.source.table, "s3://bucket/deals");
+    }
+
+    #[test]
+    fn allowed_topics_are_names_or_starts_and_the_prefix_is_not_the_file_s() {
+        let with = |sink: &str| {
+            PipelineConfig::parse(
+                &MINIMAL.replace(
+                    "topic = \"deals-gold\"",
+                    &format!("topic = \"deals-gold\"\n{sink}"),
+                ),
+                Path::new("/x"),
+            )
+        };
+        let config = with("allowed_topics = [\"audit\", \"by-country.*\"]").unwrap();
+        assert_eq!(
+            config.sink.allowed_topics.as_deref(),
+            Some(&["audit".to_string(), "by-country.*".to_string()][..])
+        );
+        assert_eq!(with("").unwrap().sink.allowed_topics, None);
+        for bad in ["\"\"", "\"*\"", "\"a*b\"", "\"a**\""] {
+            let err = with(&format!("allowed_topics = [{bad}]")).unwrap_err();
+            assert!(err.contains("allowed_topics"), "{bad}: {err}");
+        }
+        let err = with("topic_prefix = \"any.\"").unwrap_err();
+        assert!(err.contains("topic_prefix"), "{err}");
     }
 }

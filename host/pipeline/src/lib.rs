@@ -24,6 +24,7 @@ mod run;
 mod schema_ids;
 mod stage;
 mod start;
+mod topics;
 mod work;
 
 pub use check::{Finding, check};
@@ -46,3 +47,4 @@ pub use sluice_sink::{
 };
 pub use sluice_source::{Position, SourceOptions};
 pub use stage::instance_limits;
+pub use topics::TopicRule;

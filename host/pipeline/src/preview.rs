@@ -16,6 +16,7 @@ use sluice_source::{ChangeFeed, Position, SourceOptions};
 use crate::config::PipelineConfig;
 use crate::error::PipelineError;
 use crate::records::transform_error;
+use crate::topics::TopicRule;
 
 /// A pipeline's encoding, for a preview that shows records as the pipeline writes them.
 #[derive(Clone, Debug)]
@@ -28,6 +29,9 @@ pub struct PreviewEncoding {
     pub topic: String,
     /// How subjects are named.
     pub strategy: SubjectStrategy,
+    /// The topics its records may name: a row with a record on another topic is shown
+    /// rejected, as the pipeline would fail it.
+    pub topics: TopicRule,
 }
 
 /// What to preview.
@@ -68,6 +72,7 @@ impl PreviewOptions {
                 registry: config.registry_settings(),
                 topic: config.sink.topic.clone(),
                 strategy: config.sink.encoding.subject_name_strategy,
+                topics: TopicRule::of(&config.sink),
             }),
         }
     }
@@ -80,7 +85,8 @@ pub struct PreviewSummary {
     pub rows: u64,
     /// Records printed.
     pub records: u64,
-    /// Rows the module rejected (printed too).
+    /// Rows the module rejected, or whose records named a topic the pipeline may not
+    /// write to (printed too).
     pub rejected: u64,
 }
 
@@ -109,13 +115,19 @@ pub fn preview(
     let mut summary = PreviewSummary::default();
     for batch in feed.read(Position::at_version(options.from), to)? {
         let batch = batch?;
-        let output = instance.transform(&batch.batch).map_err(|e| {
+        let mut output = instance.transform(&batch.batch).map_err(|e| {
             let row = match &e {
                 sluice_engine::TransformError::Row { row, .. } => *row,
                 _ => 0,
             };
             transform_error("preview", feed.table(), &batch, row, e)
         })?;
+        let refused = match &options.encoding {
+            Some(encoding) => encoding
+                .topics
+                .refuse(&mut output.records, &mut output.framed),
+            None => Vec::new(),
+        };
         summary.rows += batch.batch.num_rows() as u64;
         let first_row = batch.end.row_offset - batch.batch.num_rows() as u64;
         let mut lines = Vec::new();
@@ -139,12 +151,13 @@ pub fn preview(
             lines.push(line);
             summary.records += 1;
         }
-        for rejected in &output.rejected {
+        let rejected = output.rejected.into_iter().map(|r| (r.row, r.message));
+        for (row, message) in refused.into_iter().chain(rejected) {
             summary.rejected += 1;
             lines.push(json!({
                 "version": batch.end.version,
-                "row": first_row + u64::from(rejected.row),
-                "rejected": rejected.message,
+                "row": first_row + u64::from(row),
+                "rejected": message,
             }));
         }
         for line in lines {

@@ -14,6 +14,7 @@ use sluice_source::arrow::compute::filter_record_batch;
 use crate::config::{ErrorPolicy, PipelineConfig, TransformSection};
 use crate::metrics::PipelineMetrics;
 use crate::module::{Instance, Module};
+use crate::topics::TopicRule;
 
 /// Most row errors one batch may report one by one before the batch as a whole is
 /// treated as failed.
@@ -47,6 +48,8 @@ pub(crate) struct TransformStage {
     format: Arc<Format>,
     instance: Option<Box<dyn Instance>>,
     pub(crate) policy: ErrorPolicy,
+    /// The topics its records may name.
+    topics: TopicRule,
     pipeline: String,
     metrics: Arc<PipelineMetrics>,
 }
@@ -62,13 +65,13 @@ pub fn instance_limits(transform: &TransformSection) -> InstanceLimits {
         max_output_bytes: bytes(transform.max_output_mib),
         recycle_memory_bytes: transform.recycle_memory_mib.map_or(memory / 2, bytes),
         log_messages_per_second: transform.log_messages_per_second,
-    }
-}
-
         compile: CompileBudget {
             memory_bytes: bytes(transform.compile_memory_mib),
             deadline: transform.compile_timeout,
         },
+    }
+}
+
 /// Loads a pipeline's module from the path its config names, in an engine of its own.
 pub(crate) fn load_module(config: &PipelineConfig) -> Result<TransformModule, EngineError> {
     let transform = &config.transform;
@@ -103,6 +106,7 @@ impl TransformStage {
             format,
             instance: Some(instance),
             policy: config.transform.on_error,
+            topics: TopicRule::of(&config.sink),
             pipeline: config.pipeline.name.clone(),
             metrics,
         })
@@ -209,28 +213,37 @@ impl TransformStage {
             for record in &mut records {
                 record.source_row = mapping[record.source_row as usize];
             }
-            for rejected in output.rejected {
-                let row = mapping[rejected.row as usize];
+            let mut framed = output.framed;
+            // A record on a topic the pipeline may not write to fails its row as the
+            // module's own rejection would.
+            let refused = self.topics.refuse(&mut records, &mut framed);
+            let rejected = output
+                .rejected
+                .into_iter()
+                .map(|rejected| (mapping[rejected.row as usize], rejected.message));
+            for (row, message) in refused.into_iter().chain(rejected) {
                 if self.policy == ErrorPolicy::Fail {
                     return Err((
                         row,
                         TransformError::Row {
                             module: self.module.name().to_string(),
                             row,
-                            message: rejected.message,
+                            message,
                         },
                     ));
                 }
                 failed.push(FailedRow {
                     row,
                     kind: "row",
-                    error: rejected.message,
+                    error: message,
                 });
             }
             failed.sort_by_key(|f| f.row);
+            // A row the module rejected and that also named a refused topic fails once.
+            failed.dedup_by_key(|f| f.row);
             return Ok(StageOutput {
                 records,
-                framed: output.framed,
+                framed,
                 failed,
             });
         }

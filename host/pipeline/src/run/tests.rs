@@ -87,6 +87,8 @@ struct Script {
     swap_on: Option<(usize, SwapAsk)>,
     /// On this batch, ask the pipeline to shut down.
     shutdown_on: Option<(usize, Arc<watch::Sender<bool>>)>,
+    /// Batch row 1 of every batch also makes a record on topic `acme.stolen`.
+    steal_on_row_1: bool,
 }
 
 /// A module compiled into the test: one record per row, keyed by its digest.
@@ -146,6 +148,12 @@ impl Instance for RowsInstance {
             });
         }
         let skip = usize::from(script.reject_first_rows);
+        let stolen = (script.steal_on_row_1 && batch.num_rows() > 1).then(|| OutputRecord {
+            source_row: 1,
+            topic: Some("acme.stolen".into()),
+            value: Some(b"stolen".to_vec()),
+            ..OutputRecord::default()
+        });
         Ok(BatchOutput {
             records: (skip..batch.num_rows())
                 .map(|row| OutputRecord {
@@ -154,6 +162,7 @@ impl Instance for RowsInstance {
                     value: Some(row.to_string().into_bytes()),
                     ..OutputRecord::default()
                 })
+                .chain(stolen)
                 .collect(),
             framed: Vec::new(),
             rejected: (0..skip.min(batch.num_rows()))
@@ -447,6 +456,71 @@ async fn the_error_policy_routes_failed_rows() {
     // Two batches of two rows went before; the third batch's row 1 failed.
     assert_eq!(committed.len(), 4);
     assert_eq!((version, row_in_version), expected[5]);
+}
+
+/// A record on a topic outside the tenant's prefix, or off `[sink] allowed_topics`,
+/// fails its row under the error policy, with its other records, and is never sent
+/// (issue 35: a tenant wrote records into 3,000 topics of another tenant's prefix).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_on_refused_topics_fail_their_rows_and_are_never_sent() {
+    let module = Rows {
+        digest: "a",
+        script: Script {
+            steal_on_row_1: true,
+            ..Script::default()
+        },
+    };
+    let tenant = |transform: &str, sink: &str, prefix: Option<&str>| {
+        let mut config = config_with("", transform, sink);
+        config.sink.topic_prefix = prefix.map(str::to_string);
+        config
+    };
+    let stolen = |seen: &Seen| {
+        seen.committed
+            .iter()
+            .flat_map(|t| &t.records)
+            .any(|r| r.topic.as_deref() == Some("acme.stolen"))
+    };
+
+    for (prefix, sink, rule) in [
+        (Some("out"), "", "topic_prefix `out`"),
+        (None, "allowed_topics = [\"out.side\"]", "allowed_topics"),
+    ] {
+        let delivery = MemoryDelivery::default();
+        let policy = "on_error = \"dead-letter\"\ndead_letter_topic = \"out-dead\"";
+        let outcome = run_to_latest(&tenant(policy, sink, prefix), module.clone(), &delivery).await;
+        let summary = outcome.result.unwrap();
+        let seen = delivery.seen();
+        assert!(!stolen(&seen), "{rule}: nothing reaches the refused topic");
+        let (letters, records): (Vec<_>, Vec<_>) = seen
+            .committed
+            .iter()
+            .flat_map(|t| &t.records)
+            .partition(|r| r.topic.as_deref() == Some("out-dead"));
+        assert!(summary.rows_failed > 0, "{rule}");
+        assert_eq!(letters.len() as u64, summary.rows_failed, "{rule}");
+        assert_eq!(
+            records.len() as u64 + summary.rows_failed,
+            summary.rows_in,
+            "{rule}: a refused row loses its own record too"
+        );
+        let letter = String::from_utf8(letters[0].value.clone().unwrap()).unwrap();
+        assert!(
+            letter.contains("`acme.stolen`") && letter.contains(rule),
+            "{rule}: {letter}"
+        );
+    }
+
+    // fail: the pipeline stops at the first such row, naming the topic.
+    let delivery = MemoryDelivery::default();
+    let outcome = run_to_latest(&tenant("", "", Some("out")), module, &delivery).await;
+    let error = outcome.result.unwrap_err();
+    assert!(
+        matches!(error, PipelineError::Transform { .. })
+            && error.to_string().contains("`acme.stolen`"),
+        "{error}"
+    );
+    assert!(!stolen(&delivery.seen()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
