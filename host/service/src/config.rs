@@ -137,9 +137,9 @@ pub struct TenantConfig {
     #[serde(default)]
     pub kafka: BTreeMap<String, String>,
     /// Prefix every topic the tenant's pipelines name in their configs (record,
-    /// dead-letter and position topics) must start with; unset: any. Topics a module
-    /// names in its records are kept in bounds by Kafka ACLs on the tenant's
-    /// credentials.
+    /// dead-letter, allowed and position topics) must start with; unset: any. The
+    /// topic of every record its modules make is held to it too: a record naming
+    /// another fails its row under the pipeline's `on_error` and is never sent.
     #[serde(default)]
     pub topic_prefix: Option<String>,
     /// Path or URL prefixes the tenant's tables must start with (for example

@@ -1,8 +1,11 @@
 //! `sluice serve` with several tenants: a tenant's token reaches only its own modules
-//! and pipelines, no endpoint or log shows a secret, and limits refuse clearly.
+//! and pipelines, no endpoint or log shows a secret, limits refuse clearly, and a
+//! module's records stay within the tenant's topics.
 
 use std::time::Duration;
 
+use rdkafka::ClientConfig;
+use rdkafka::producer::{BaseProducer, Producer};
 use serde_json::Value;
 use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
 use sluice_tests::{
@@ -392,4 +395,83 @@ fn a_tenant_put_through_the_api_runs_pipelines_survives_a_restart_and_goes() {
     let (status, _) = serve.call("GET", "/v1/tenants/initech/pipelines", Some(&token), None);
     assert_eq!(status, 401);
     assert_eq!(consume_all(&topic).len(), 39, "nothing was delivered twice");
+}
+
+/// A module may name a topic per record, and those topics are held to the tenant's
+/// `topic_prefix` record by record (issue 35: a tenant whose prefix was `evil.` wrote to
+/// 3,000 topics named `acme.from-evil-N`, which the broker created inside another
+/// tenant's prefix). The rows whose records name a foreign topic become dead letters
+/// that name the topic and the rule; the topic is never created; the other rows arrive.
+#[test]
+fn records_naming_another_tenants_topic_fail_their_rows_and_create_no_topic() {
+    let behaviors = transform_component("misbehaving/behaviors");
+    let tables = tempfile::tempdir().unwrap();
+    let table = tables.path().join("deals");
+    deals_table(&table, &["create", "--rows", "30"]);
+    let serve = Serve::start(
+        &[TenantSpec {
+            name: "evil",
+            limits: "topic_prefix = \"evil.\"",
+            kafka: &format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap()),
+        }],
+        "",
+        "",
+    );
+    let digest = serve.upload("evil", &behaviors, "behaviors");
+    let topic = unique_topic("evil.deals");
+    let dead = format!("{topic}-dead");
+    let foreign = unique_topic("acme.from-evil");
+    let params = format!(
+        "behavior = \"foreign-topic\"\nbad_ids = \"deal-0007,deal-0021\"\ntopic = \"{foreign}\""
+    );
+    let transform = format!("on_error = \"dead-letter\"\ndead_letter_topic = \"{dead}\"");
+    let config = pipeline_config(
+        &table,
+        &topic,
+        None,
+        Extra {
+            params: &params,
+            transform: &transform,
+            ..Extra::default()
+        },
+    );
+    let name = unique_topic("steal");
+    serve.create("evil", &name, &config, &digest);
+    let done = serve.wait_caught_up("evil", &name, 0, Duration::from_secs(60));
+    assert_eq!(done["state"], "running", "{done}");
+
+    let keys: Vec<String> = consume_all(&topic)
+        .into_iter()
+        .map(|r| r.key.unwrap_or_default())
+        .collect();
+    let good: Vec<String> = (0..30)
+        .filter(|i| *i != 7 && *i != 21)
+        .map(|i| format!("deal-{i:04}"))
+        .collect();
+    assert_eq!(keys, good, "the other rows arrive, in order");
+    let letters = consume_all(&dead);
+    assert_eq!(letters.len(), 2, "one dead letter per row naming the topic");
+    for letter in &letters {
+        let value: Value = serde_json::from_str(letter.value.as_deref().unwrap()).unwrap();
+        let error = value["error"].as_str().unwrap();
+        assert!(
+            error.contains(&format!("`{foreign}`")) && error.contains("topic_prefix `evil.`"),
+            "{value}"
+        );
+    }
+    // Listing every topic asks the broker to create none.
+    let client: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", kafka_bootstrap())
+        .create()
+        .unwrap();
+    let metadata = client
+        .client()
+        .fetch_metadata(None, Duration::from_secs(10))
+        .unwrap();
+    let names: Vec<&str> = metadata.topics().iter().map(|t| t.name()).collect();
+    assert!(names.contains(&topic.as_str()), "{names:?}");
+    assert!(
+        !names.contains(&foreign.as_str()),
+        "the foreign topic was created"
+    );
 }

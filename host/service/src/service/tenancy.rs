@@ -461,8 +461,10 @@ impl Service {
             }
         }
         if let Some(prefix) = &limits.topic_prefix {
-            let topics =
-                std::iter::once(&config.sink.topic).chain(&config.transform.dead_letter_topic);
+            let topics = std::iter::once(&config.sink.topic)
+                .chain(&config.transform.dead_letter_topic)
+                .chain(&config.sink.position_topic)
+                .chain(config.sink.allowed_topics.iter().flatten());
             for topic in topics {
                 if !topic.starts_with(prefix.as_str()) {
                     return Err(ServiceError::LimitExceeded(format!(
@@ -471,6 +473,9 @@ impl Service {
                 }
             }
         }
+        // The topics the module names in its records are held to the prefix too, one
+        // record at a time, as the pipeline runs.
+        config.sink.topic_prefix = limits.topic_prefix.clone();
         Ok(config)
     }
 }
@@ -478,6 +483,49 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ServeConfig;
+
+    /// Every topic a tenant's pipeline names in its config, and every topic its module
+    /// names in a record, is held to the tenant's prefix (issue 35: a module's records
+    /// reached 3,000 topics in another tenant's prefix).
+    #[test]
+    fn a_tenant_s_topics_stay_within_its_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("operator.token"),
+            "operator-token-0123456789",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("evil.token"), "evil-token-0123456789").unwrap();
+        let serve = dir.path().join("serve.toml");
+        std::fs::write(
+            &serve,
+            "[server]\nstate_dir = \"state\"\noperator_token_file = \"operator.token\"\n\n[tenants.evil]\ntoken_file = \"evil.token\"\ntopic_prefix = \"evil.\"\n",
+        )
+        .unwrap();
+        let service = Service::new(ServeConfig::load(&serve).unwrap()).unwrap();
+        let config = |sink: &str| {
+            let text = format!(
+                "[source]\ntable = \"/data/deals\"\n[transform]\n[sink]\ntopic = \"evil.deals\"\n{sink}\n[sink.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n"
+            );
+            service.pipeline_config("evil", "deals", &text, &"0".repeat(64))
+        };
+
+        let allowed = config("allowed_topics = [\"evil.audit\", \"evil.by-country.*\"]").unwrap();
+        assert_eq!(allowed.sink.topic_prefix.as_deref(), Some("evil."));
+        for sink in [
+            "position_topic = \"acme.position\"",
+            "allowed_topics = [\"acme.*\"]",
+        ] {
+            let Err(ServiceError::LimitExceeded(message)) = config(sink) else {
+                panic!("{sink} passed");
+            };
+            assert!(
+                message.contains("acme.") && message.contains("`evil.`"),
+                "{message}"
+            );
+        }
+    }
 
     #[test]
     fn properties_reaching_host_files_are_recognised() {

@@ -1,11 +1,14 @@
 //! A test fixture written against the raw bindings, so it can break the contract in
 //! ways the SDK never would. Parameters:
 //! - `behavior`: `reject` (reject the bad rows, emit the others), `error-row` (fail the
-//!   batch naming its first bad row), `panic`, `loop`, `hog` (grow memory without
-//!   end), `giant` (1 MiB value per row), `malformed` (packed lengths that do not add
-//!   up), `flood` (10,000 log messages per batch) — every behavior but `reject` and
-//!   `error-row` applies only to batches holding a bad row;
+//!   batch naming its first bad row), `foreign-topic` (emit the bad rows' records to the
+//!   topic `topic` names, the others to the pipeline's), `panic`, `loop`, `hog` (grow
+//!   memory without end), `giant` (1 MiB value per row), `malformed` (packed lengths
+//!   that do not add up), `flood` (10,000 log messages per batch) — every behavior but
+//!   `reject`, `error-row` and `foreign-topic` applies only to batches holding a bad
+//!   row;
 //! - `bad_ids`: comma-separated `documentId`s that count as bad (default none);
+//! - `topic`: the topic of the bad rows' records under `foreign-topic`;
 //! - `note`: added to each rejection's reason, which is then also logged (default
 //!   none): how tests put text of their own into logs and dead letters.
 //!
@@ -23,6 +26,7 @@ struct Settings {
     behavior: String,
     bad_ids: Vec<String>,
     note: String,
+    topic: String,
 }
 
 thread_local! {
@@ -49,6 +53,7 @@ impl Guest for Misbehaving {
                 .map(str::to_string)
                 .collect(),
             note: get("note"),
+            topic: get("topic"),
         };
         SETTINGS.with(|s| *s.borrow_mut() = Some(settings));
         Ok(())
@@ -129,8 +134,15 @@ fn run(settings: &Settings, batch: &Batch) -> Result<(), TransformError> {
         }
     }
     let mut packed = empty();
+    let foreign_topic = settings.behavior == "foreign-topic";
+    if foreign_topic {
+        packed.topics.push(settings.topic.clone());
+    }
     for (row, (id, change)) in ids.iter().zip(changes).enumerate() {
-        if is_bad(id) {
+        if foreign_topic {
+            // Index 1 is `topics[0]`, 0 the pipeline's own topic.
+            packed.topic_indexes.push(u32::from(is_bad(id)));
+        } else if is_bad(id) {
             let mut reason = format!("deal {} is poisoned", id.as_deref().unwrap_or("?"));
             if !settings.note.is_empty() {
                 reason = format!("{reason}: {}", settings.note);
