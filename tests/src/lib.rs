@@ -2,6 +2,7 @@
 //! components built from `transforms/`, Delta tables written by `scripts/deals_table.py`,
 //! the `sluice` binary, and a read_committed consumer.
 
+pub mod hostile;
 pub mod service;
 pub mod stores;
 
@@ -451,6 +452,8 @@ pub struct Measured {
     /// else the largest `VmHWM` sampled while it ran. (`wait4`'s `ru_maxrss` would count
     /// the test process too: a child is forked from it before it runs `sluice`.)
     pub peak_rss: u64,
+    /// How long it ran.
+    pub elapsed: Duration,
 }
 
 /// A memory cgroup (v1) that caps what the processes put into it may hold, removed when
@@ -507,6 +510,7 @@ impl Drop for MemoryCgroup {
 pub fn run_measured(mut command: Command, guard: u64) -> Measured {
     let log = tempfile::NamedTempFile::new().expect("a temporary file");
     let cgroup = MemoryCgroup::new(guard);
+    let started = std::time::Instant::now();
     let mut child = command
         .stdout(Stdio::null())
         .stderr(log.reopen().expect("the log reopens"))
@@ -529,6 +533,7 @@ pub fn run_measured(mut command: Command, guard: u64) -> Measured {
         })
     };
     let status = child.wait().expect("the command ends");
+    let elapsed = started.elapsed();
     running.store(false, std::sync::atomic::Ordering::Relaxed);
     let sampled = sampler.join().expect("the sampler ends");
     Measured {
@@ -539,6 +544,7 @@ pub fn run_measured(mut command: Command, guard: u64) -> Measured {
             .as_ref()
             .and_then(MemoryCgroup::peak)
             .unwrap_or(sampled),
+        elapsed,
     }
 }
 

@@ -256,6 +256,13 @@ impl Serve {
     /// Uploads a module for `tenant`; returns its digest.
     pub fn upload(&self, tenant: &str, module: &Path, name: &str) -> String {
         let bytes = std::fs::read(module).expect("the module exists");
+        let (status, entry) = self.upload_bytes(tenant, name, bytes);
+        assert_eq!(status, 201, "uploading {name} failed: {entry}");
+        entry["digest"].as_str().unwrap().to_string()
+    }
+
+    /// Uploads `bytes` as module `name` of `tenant`: `(status, JSON body or the text)`.
+    pub fn upload_bytes(&self, tenant: &str, name: &str, bytes: Vec<u8>) -> (u16, Value) {
         let response = self
             .agent
             .post(format!("{}/v1/tenants/{tenant}/modules", self.url))
@@ -265,9 +272,8 @@ impl Serve {
             .expect("the upload is answered");
         let status = response.status().as_u16();
         let text = response.into_body().read_to_string().unwrap();
-        assert_eq!(status, 201, "uploading {name} failed: {text}");
-        let entry: Value = serde_json::from_str(&text).unwrap();
-        entry["digest"].as_str().unwrap().to_string()
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
     }
 
     /// Creates a pipeline for `tenant`; panics unless it is created.

@@ -12,6 +12,7 @@ mod cluster_plumbing;
 mod console;
 mod contract;
 mod delivery;
+mod deploy_safety;
 mod encodings;
 mod error_policy;
 mod errors;

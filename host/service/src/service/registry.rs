@@ -291,6 +291,8 @@ impl Service {
     pub async fn shutdown(&self) {
         // In a cluster, nothing starts a pipeline here any more.
         self.stop_following();
+        // A compile may take minutes; nothing waits for one once the service stops.
+        self.engine.cancel_compiles();
         let entries = self.entries();
         // All at once: each waits for its own batch boundary and commit.
         let stopping: Vec<_> = entries

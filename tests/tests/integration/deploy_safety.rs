@@ -1,0 +1,240 @@
+//! One tenant's module cannot take the host down at deploy time: compile bombs are
+//! refused before compiling (nested loops, locals, globals), real modules past their
+//! compile budget are stopped in their worker process, and instances past their memory
+//! cap in tables are refused at instantiation; each with a clear error, exit status 1
+//! and no signal, the host's peak memory below 1 GiB. In `sluice serve`, a good
+//! tenant's upload and pipeline finish within 10 s while a hostile one's compiles run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use sluice_tests::hostile;
+use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
+use sluice_tests::{
+    Extra, Measured, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_measured,
+    sluice_binary, transform_component, unique_topic,
+};
+
+/// Most memory the host may hold while refusing a hostile module.
+const PEAK_BOUND: u64 = 1024 * 1024 * 1024;
+
+/// Where a child is killed if the bound does not hold.
+const GUARD: u64 = 3 * 1024 * 1024 * 1024;
+
+fn table(dir: &Path) -> PathBuf {
+    let table = dir.join("deals");
+    deals_table(&table, &["create", "--rows", "20"]);
+    table
+}
+
+fn write_module(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(format!("{name}.wasm"));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn preview(table: &Path, module: &Path) -> Command {
+    let mut preview = Command::new(sluice_binary());
+    preview
+        .args(["preview", "--table"])
+        .arg(table)
+        .arg("--module")
+        .arg(module);
+    preview
+}
+
+fn assert_refused(how: &str, run: &Measured, expected: &[&str], within: Duration) {
+    assert_eq!(run.signal, None, "{how} was killed: {}", run.stderr);
+    assert_eq!(run.code, Some(1), "{how}: {}", run.stderr);
+    for part in expected {
+        assert!(
+            run.stderr.contains(part),
+            "{how} should say `{part}`: {}",
+            run.stderr
+        );
+    }
+    assert!(
+        run.peak_rss < PEAK_BOUND,
+        "{how}: the host held {} MiB at its peak",
+        run.peak_rss / (1024 * 1024)
+    );
+    assert!(run.elapsed < within, "{how} took {:?}", run.elapsed);
+    eprintln!(
+        "{how}: refused in {:.1} s, peak RSS {} MiB",
+        run.elapsed.as_secs_f64(),
+        run.peak_rss / (1024 * 1024)
+    );
+}
+
+#[test]
+fn compile_bombs_are_refused_before_compiling() {
+    let work = tempfile::tempdir().unwrap();
+    let table = table(work.path());
+    let bombs = [
+        (
+            "nested-loops",
+            hostile::nested_loops(250_000),
+            "250000 nested blocks, loops and ifs in one function, more than the 4000",
+        ),
+        (
+            "long-function",
+            hostile::nested_loops(2_500_000),
+            "7500002 bytes of one function body, more than the 2097152",
+        ),
+        (
+            "locals",
+            hostile::many_locals(50_000),
+            "50000 locals of one function, more than the 10000",
+        ),
+        (
+            "globals",
+            hostile::many_globals(1_000_000),
+            "1000000 globals of one core module, more than the 10000",
+        ),
+    ];
+    for (name, bytes, says) in bombs {
+        let module = write_module(work.path(), name, &bytes);
+        let run = run_measured(preview(&table, &module), GUARD);
+        assert_refused(
+            &format!("preview of {name}"),
+            &run,
+            &[&format!("Transform module {name} was refused"), says],
+            Duration::from_secs(60),
+        );
+    }
+}
+
+#[test]
+fn instances_past_their_memory_cap_in_tables_are_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let table = table(work.path());
+    // 40 instances of 8 tables of a million functions: 2.5 GiB of tables against a
+    // 256 MiB cap, each table within the shape limits.
+    let bomb = hostile::with_instances_of(
+        &std::fs::read(transform_component("passthrough")).unwrap(),
+        &hostile::tables_module(8, 1_000_000),
+        40,
+    );
+    let module = write_module(work.path(), "tables", &bomb);
+    let run = run_measured(preview(&table, &module), GUARD);
+    assert_refused(
+        "preview of tables",
+        &run,
+        &[
+            "Cannot start transform module tables",
+            "table growth failure",
+        ],
+        Duration::from_secs(60),
+    );
+}
+
+#[test]
+fn a_real_module_past_its_compile_budget_is_stopped() {
+    let work = tempfile::tempdir().unwrap();
+    let table = table(work.path());
+    // componentize-py's CPython: ~11 s and ~370 MiB to compile on a quiet machine.
+    let python = transform_component("gold-deals-python");
+    for (budget, says) in [
+        (
+            "compile_timeout = \"1s\"",
+            "compile deadline of 1 s (max_compile_seconds)",
+        ),
+        (
+            "compile_memory_mib = 64",
+            "compile memory limit of 64 MiB (max_compile_mib",
+        ),
+    ] {
+        let transform = format!("module_cache_dir = \"\"\n{budget}");
+        let files = PipelineFiles::new(
+            &table,
+            &python,
+            &unique_topic("compile-budget"),
+            &kafka_bootstrap(),
+            Extra {
+                transform: &transform,
+                ..Extra::default()
+            },
+        );
+        let mut run = Command::new(sluice_binary());
+        run.args(["run", "--stop-at-latest", "--config"])
+            .arg(&files.config);
+        assert_refused(
+            &format!("run with {budget}"),
+            &run_measured(run, GUARD),
+            &["was refused", says],
+            Duration::from_secs(60),
+        );
+    }
+}
+
+#[test]
+fn a_good_tenant_deploys_while_a_hostile_one_compiles() {
+    let work = tempfile::tempdir().unwrap();
+    let table = table(work.path());
+    let python = transform_component("gold-deals-python");
+    let passthrough = transform_component("passthrough");
+    let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
+    let serve = Serve::start(
+        &[
+            TenantSpec {
+                name: "evil",
+                limits: "max_compile_seconds = 4",
+                kafka: &kafka,
+            },
+            TenantSpec {
+                name: "good",
+                limits: "",
+                kafka: &kafka,
+            },
+        ],
+        "",
+        "",
+    );
+    std::thread::scope(|scope| {
+        // Two uploads that compile until their deadline, and two bombs.
+        let hostile: Vec<_> = [
+            ("slow-1", std::fs::read(&python).unwrap()),
+            ("slow-2", std::fs::read(&python).unwrap()),
+            ("loops", hostile::nested_loops(2_500_000)),
+            ("locals", hostile::many_locals(50_000)),
+        ]
+        .into_iter()
+        .map(|(name, bytes)| {
+            let serve = &serve;
+            scope.spawn(move || (name, serve.upload_bytes("evil", name, bytes)))
+        })
+        .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let started = Instant::now();
+        let digest = serve.upload("good", &passthrough, "passthrough");
+        let topic = unique_topic("deploy-safety-good");
+        let config = pipeline_config(&table, &topic, None, Extra::default());
+        let pipeline = unique_topic("steady");
+        serve.create("good", &pipeline, &config, &digest);
+        let deployed = started.elapsed();
+        eprintln!(
+            "the good tenant uploaded and created in {:.1} s beside the hostile uploads",
+            deployed.as_secs_f64()
+        );
+        assert!(deployed < Duration::from_secs(10), "took {deployed:?}");
+        serve.wait_caught_up("good", &pipeline, 0, Duration::from_secs(120));
+        assert_eq!(consume_all(&topic).len(), 20);
+        for upload in hostile {
+            let (name, (status, body)) = upload.join().unwrap();
+            assert_eq!(status, 422, "{name}: {body}");
+            assert!(
+                body.to_string()
+                    .contains(&format!("Transform module {name} was refused")),
+                "{name}: {body}"
+            );
+        }
+    });
+    let peak = serve.peak_rss().unwrap_or(0);
+    assert!(
+        peak < PEAK_BOUND,
+        "the service held {} MiB",
+        peak / (1024 * 1024)
+    );
+    assert!(serve.log().contains("A transform module was compiled."));
+}
