@@ -320,7 +320,7 @@ enum WorkerError {
 fn compile_to_file(request: &WorkerRequest) -> Result<(), WorkerError> {
     let bytes = std::fs::read(&request.input)
         .map_err(|e| WorkerError::Io(format!("cannot read {}: {e}", request.input.display())))?;
-    let digest = hex(&sha2::Sha256::digest(&bytes));
+    let digest = module_digest(&bytes);
     if digest != request.digest {
         return Err(WorkerError::Io(format!(
             "the input's digest is {digest}, not {}",
@@ -347,9 +347,12 @@ fn own_address_space() -> Option<usize> {
     Some(kib * 1024)
 }
 
-/// Lower-case hex of a digest.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// SHA-256 of a module's bytes, in lower-case hex: how modules are named by content.
+pub fn module_digest(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]

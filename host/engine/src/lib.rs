@@ -29,7 +29,8 @@ mod sizes;
 mod wasi;
 
 pub use compile::{
-    CompileBudget, CompileWorker, WorkerRequest, isolate_compiles, run_compile_worker,
+    CompileBudget, CompileWorker, WorkerRequest, isolate_compiles, module_digest,
+    run_compile_worker,
 };
 pub use error::{CompileLimit, EngineError, TransformError, TrapKind};
 pub use instance::{BatchOutput, OutputRecord, RejectedRow, TransformInstance};

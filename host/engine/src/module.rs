@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sha2::Digest as _;
 use sluice_encoding::Format;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -274,7 +273,7 @@ impl TransformEngine {
             Some([0, b'a', b's', b'm', ..]) => {}
             _ => return Err(EngineError::NotWasm { path: path_buf }),
         }
-        let digest = compile::hex(&sha2::Sha256::digest(bytes));
+        let digest = compile::module_digest(bytes);
         let job = CompileJob {
             owner,
             name,

@@ -92,6 +92,10 @@ pub fn router(service: Arc<Service>) -> Router {
             "/v1/tenants/{tenant}/modules",
             get(list_modules).post(upload_module),
         )
+        .route(
+            "/v1/tenants/{tenant}/modules/refused",
+            get(list_refused_modules),
+        )
         .route("/v1/whoami", get(whoami))
         .route("/v1/host", get(host))
         .route("/v1/cluster", get(cluster))
@@ -336,6 +340,14 @@ async fn list_modules(
     Path(tenant): Path<String>,
 ) -> Reply<Response> {
     Ok(Json(service.modules(&caller, &tenant).await?).into_response())
+}
+
+async fn list_refused_modules(
+    State(service): Shared,
+    caller: Caller,
+    Path(tenant): Path<String>,
+) -> Reply<Response> {
+    Ok(Json(service.refused_modules(&caller, &tenant).await?).into_response())
 }
 
 async fn list_pipelines(

@@ -29,7 +29,8 @@ pub use logs::LogLine;
 pub use service::{
     CreatePipeline, DeadLetter, DeadLetters, Deploy, DeployReport, HISTORY_EVERY, History,
     HistoryPoint, HostMemory, HostView, LastSwap, MAX_LETTERS, ModuleListing, ModuleView, NodeView,
-    PipelineStatus, SAMPLE_EVERY, Service, TenantFigures, TenantHistory, TenantSource, TenantView,
+    PipelineStatus, Refusal, SAMPLE_EVERY, Service, TenantFigures, TenantHistory, TenantSource,
+    TenantView,
 };
 pub use store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir};
 

@@ -7,6 +7,7 @@ mod dead_letters;
 mod deploy;
 mod history;
 mod host;
+mod refusals;
 mod registry;
 mod reports;
 mod tenancy;
@@ -31,6 +32,7 @@ pub use dead_letters::{DeadLetter, DeadLetters, MAX_LETTERS};
 pub use deploy::{Deploy, DeployReport};
 pub use history::{HISTORY_EVERY, History, HistoryPoint, TenantHistory};
 pub use host::{HostMemory, HostView, TenantFigures};
+pub use refusals::Refusal;
 use registry::{Entry, stop};
 #[cfg(test)]
 pub(crate) use tenancy::reaches_host_files;
@@ -61,6 +63,7 @@ pub struct Service {
     pipelines: Mutex<BTreeMap<(String, String), Arc<Entry>>>,
     ready: AtomicBool,
     cluster: OnceLock<Arc<cluster::ClusterPart>>,
+    refusals: refusals::Refusals,
     stopping: watch::Sender<bool>,
     started: std::time::Instant,
 }
@@ -102,6 +105,7 @@ impl Service {
             cluster: OnceLock::new(),
             stopping: watch::channel(false).0,
             started: std::time::Instant::now(),
+            refusals: refusals::Refusals::default(),
         }))
     }
 
@@ -173,11 +177,19 @@ impl Service {
                 limits.max_module_mib
             )));
         }
+        let budget = limits.compile_budget();
+        let digest = sluice_engine::module_digest(&bytes);
+        if let Some(refusal) = self.refusals.holding(tenant, &digest, &budget) {
+            return Err(ServiceError::InvalidModule(format!(
+                "{} (refused before, at {}; it is compiled again once it changes or the tenant's compile caps do)",
+                refusal.reason, refusal.refused_at
+            )));
+        }
         let engine = self.engine.clone();
         let module_name = name.to_string();
         let owner = tenant.to_string();
         let module_limits = sluice_engine::InstanceLimits {
-            compile: limits.compile_budget(),
+            compile: budget.clone(),
             ..sluice_engine::InstanceLimits::default()
         };
         let (bytes, module) = tokio::task::spawn_blocking(move || {
@@ -192,7 +204,16 @@ impl Service {
         })
         .await
         .expect("checking a module does not panic");
-        let module = module.map_err(|e| ServiceError::InvalidModule(e.to_string()))?;
+        let module = match module {
+            Ok(module) => module,
+            Err(error @ sluice_engine::EngineError::CompileLimit { .. }) => {
+                let reason = error.to_string();
+                self.record_refusal(tenant, name, &digest, &budget, &reason)
+                    .await;
+                return Err(ServiceError::InvalidModule(reason));
+            }
+            Err(error) => return Err(ServiceError::InvalidModule(error.to_string())),
+        };
         let entry = ModuleEntry {
             digest: module.digest().to_string(),
             name: name.to_string(),

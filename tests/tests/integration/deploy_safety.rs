@@ -230,6 +230,35 @@ fn a_good_tenant_deploys_while_a_hostile_one_compiles() {
             );
         }
     });
+    // The refusals are remembered: the same bytes are refused at once, not compiled.
+    let started = Instant::now();
+    let (status, body) = serve.upload_bytes("evil", "slow-3", std::fs::read(&python).unwrap());
+    assert_eq!(status, 422, "{body}");
+    assert!(body.to_string().contains("refused before"), "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let (_, refused) = serve.call(
+        "GET",
+        "/v1/tenants/evil/modules/refused",
+        Some(serve.token("evil")),
+        None,
+    );
+    let mut names: Vec<&str> = refused
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    // Both slow uploads are one module, recorded under the name of the first refused.
+    assert_eq!(names.len(), 3, "{refused}");
+    assert!(
+        names.contains(&"locals") && names.contains(&"loops"),
+        "{refused}"
+    );
     let peak = serve.peak_rss().unwrap_or(0);
     assert!(
         peak < PEAK_BOUND,

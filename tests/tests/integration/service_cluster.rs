@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use sluice_tests::hostile;
 use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
 use sluice_tests::{
     Extra, consume_all, deals_table, kafka_bootstrap, transform_component, unique_topic,
@@ -121,6 +122,39 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
     }
     let everyone: Vec<&Serve> = nodes.iter().collect();
     wait_records(&topics, 40, &everyone);
+
+    // A compile bomb uploaded through one node: refused there, recorded once in the
+    // shared state, so every node shows it refused and none compiles it again.
+    let bomb = hostile::nested_loops(250_000);
+    let (status, body) = nodes[2].upload_bytes("acme", "bomb", bomb.clone());
+    assert_eq!(status, 422, "{body}");
+    for node in &nodes {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, refused) = node.call(
+                "GET",
+                "/v1/tenants/acme/modules/refused",
+                Some(node.token("acme")),
+                None,
+            );
+            assert_eq!(status, 200, "{refused}");
+            if refused
+                .as_array()
+                .is_some_and(|r| r.iter().any(|m| m["name"] == "bomb"))
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "a node does not show the refusal: {refused}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let (status, body) = nodes[0].upload_bytes("acme", "bomb", bomb);
+    assert_eq!(status, 422, "{body}");
+    assert!(body.to_string().contains("refused before"), "{body}");
+    assert!(nodes.iter_mut().all(Serve::is_running), "every node is up");
 
     // Each pipeline runs on exactly one node.
     let all: BTreeSet<String> = pipelines.iter().map(|(t, n)| format!("{t}/{n}")).collect();

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::Service;
+use super::refusals::Refusal;
 use super::registry::{Entry, stop};
 use super::reports::Reports;
 use crate::config::TenantConfig;
@@ -89,7 +90,11 @@ impl ClusterPart {
 
     /// Writes a record and waits until this node has applied it, so what the caller
     /// reads next includes it.
-    async fn write_and_apply(&self, key: &str, value: Option<&[u8]>) -> Result<(), ServiceError> {
+    pub(super) async fn write_and_apply(
+        &self,
+        key: &str,
+        value: Option<&[u8]>,
+    ) -> Result<(), ServiceError> {
         let offset = self.log.write(key, value).await.map_err(cluster_error)?;
         let mut applied = self.applied.subscribe();
         let _ = applied.wait_for(|next| *next > offset).await;
@@ -463,6 +468,12 @@ impl Service {
                 self.state.save_module_entry(tenant, &entry)?;
                 let _ = warm.send((tenant.to_string(), entry));
             }
+        } else if let Some(rest) = record.key.strip_prefix("refused/") {
+            let (Some((tenant, _)), Some(json)) = (rest.split_once('/'), &record.value) else {
+                return Ok(());
+            };
+            let refusal: Refusal = serde_json::from_slice(json).map_err(|e| bad("refusal", e))?;
+            self.refusals.insert(tenant, refusal);
         } else if let Some(rest) = record.key.strip_prefix("pipeline/") {
             let Some((tenant, name)) = rest.split_once('/') else {
                 return Ok(());

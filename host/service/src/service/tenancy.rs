@@ -280,6 +280,7 @@ impl Service {
             return Ok(());
         }
         self.tokens.remove_tenant(name);
+        self.refusals.forget_tenant(name);
         self.tenants
             .write()
             .unwrap_or_else(|e| e.into_inner())
