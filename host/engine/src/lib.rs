@@ -12,6 +12,8 @@
 mod batch;
 mod budget;
 mod compile;
+#[cfg(test)]
+mod compile_fuzz;
 mod compile_queue;
 mod contract;
 mod convert;

@@ -15,9 +15,10 @@ const MAX_CORE_INSTANCES: usize = 64;
 /// Most tables one transform instance may hold.
 const MAX_TABLES: usize = 64;
 
-/// Most linear memories one transform instance may hold. Each reserves address space
-/// for its guard regions, so this bounds one instance's reservation.
-const MAX_MEMORIES: usize = 16;
+/// Most linear memories one transform instance may hold (every SDK's module has one).
+/// Each reserves address space for its guard regions (4 GiB and more), so this bounds
+/// one instance's reservation, and a tenant's by its pipelines and instances.
+const MAX_MEMORIES: usize = 4;
 
 /// The error a memory growth past the cap traps with.
 #[derive(Debug, thiserror::Error)]
