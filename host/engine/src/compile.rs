@@ -22,6 +22,9 @@ use sha2::Digest as _;
 /// its standard error holds wasmtime's reason.
 const EXIT_INVALID: i32 = 2;
 
+/// The worker's scheduling priority (niceness): below the host's own threads.
+const COMPILE_NICENESS: libc::c_int = 10;
+
 /// How often the parent looks at a running worker.
 const WATCH_INTERVAL: Duration = Duration::from_millis(10);
 
@@ -164,7 +167,7 @@ pub(crate) fn compile_isolated(
         .stdout(Stdio::null())
         .stderr(stderr);
     // SAFETY: between fork and exec only async-signal-safe calls are made (prctl,
-    // setrlimit), on values computed before the fork.
+    // setrlimit, setpriority), on values computed before the fork.
     unsafe {
         command.pre_exec(move || {
             // The worker dies with the thread that started it, so a host that is killed
@@ -173,6 +176,8 @@ pub(crate) fn compile_isolated(
             set_limit(libc::RLIMIT_CORE, 0);
             // A second clock, in the kernel, should the parent stop watching.
             set_limit(libc::RLIMIT_CPU, cpu_seconds);
+            // Pipelines that are running come before a module that may never run.
+            libc::setpriority(libc::PRIO_PROCESS, 0, COMPILE_NICENESS);
             Ok(())
         });
     }

@@ -187,6 +187,11 @@ fn a_good_tenant_deploys_while_a_hostile_one_compiles() {
                 limits: "",
                 kafka: &kafka,
             },
+            TenantSpec {
+                name: "sneaky",
+                limits: "",
+                kafka: &kafka,
+            },
         ],
         "",
         "",
@@ -259,11 +264,42 @@ fn a_good_tenant_deploys_while_a_hostile_one_compiles() {
         names.contains(&"locals") && names.contains(&"loops"),
         "{refused}"
     );
+    // An instantiation bomb compiles within its budgets, so it uploads; a pipeline of
+    // it fails at its first instance, naming the memory cap, and stays failed.
+    let tables = hostile::with_instances_of(
+        &std::fs::read(&passthrough).unwrap(),
+        &hostile::tables_module(8, 1_000_000),
+        40,
+    );
+    let (status, entry) = serve.upload_bytes("sneaky", "tables", tables);
+    assert_eq!(status, 201, "{entry}");
+    let config = pipeline_config(
+        &table,
+        &unique_topic("sneaky-tables"),
+        None,
+        Extra::default(),
+    );
+    let pipeline = unique_topic("tables");
+    serve.create(
+        "sneaky",
+        &pipeline,
+        &config,
+        entry["digest"].as_str().unwrap(),
+    );
+    let failed = serve.wait_for("sneaky", &pipeline, Duration::from_secs(60), |s| {
+        s["state"] == "failed"
+    });
+    assert!(
+        failed["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("table growth failure")),
+        "{failed}"
+    );
+    assert!(serve.log().contains("A transform module was compiled."));
     let peak = serve.peak_rss().unwrap_or(0);
     assert!(
         peak < PEAK_BOUND,
         "the service held {} MiB",
         peak / (1024 * 1024)
     );
-    assert!(serve.log().contains("A transform module was compiled."));
 }
