@@ -85,6 +85,20 @@ pub fn with_instances_of(component: &[u8], module: &Module, instances: u32) -> V
     bytes
 }
 
+/// `component` with a custom section added: other bytes, the same code, so a host
+/// that remembers refusals by digest must compile it again.
+pub fn variant(component: &[u8], payload: &str) -> Vec<u8> {
+    let mut added = Component::new();
+    added.section(&wasm_encoder::CustomSection {
+        name: "sluice-test-variant".into(),
+        data: payload.as_bytes().into(),
+    });
+    let added = added.finish();
+    let mut bytes = component.to_vec();
+    bytes.extend_from_slice(&added[8..]);
+    bytes
+}
+
 fn module_with_function(body: Function) -> Module {
     let mut types = TypeSection::new();
     types.ty().function([], []);

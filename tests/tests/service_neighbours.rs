@@ -1,9 +1,12 @@
-//! `sluice serve` with ten tenants, three of them running a hostile module (an endless
-//! loop, a memory hog, a panic): the host stays up, the hostile pipelines stop or
-//! dead-letter as their policies say, and the others keep their throughput.
+//! `sluice serve` with eleven tenants, three of them running a hostile module (an
+//! endless loop, a memory hog, a panic) and one uploading modules that compile past its
+//! compile deadline all the while: the host stays up, the hostile pipelines stop or
+//! dead-letter as their policies say, the uploads are refused, and the others keep
+//! their throughput.
 
 use std::time::{Duration, Instant};
 
+use sluice_tests::hostile;
 use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
 use sluice_tests::{
     Extra, consume_all, deals_table, kafka_bootstrap, transform_component, unique_topic,
@@ -52,13 +55,13 @@ fn hostile_modules_hurt_no_other_tenant() {
     let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
     let names: Vec<String> = (0..GOOD)
         .map(|i| format!("good{i}"))
-        .chain(["looper", "hog", "crasher"].map(String::from))
+        .chain(["looper", "hog", "crasher", "bomber"].map(String::from))
         .collect();
     let tenants: Vec<TenantSpec<'_>> = names
         .iter()
         .map(|name| TenantSpec {
             name,
-            limits: "max_batch_timeout = \"2s\"\nmax_memory_mib = 64",
+            limits: "max_batch_timeout = \"2s\"\nmax_memory_mib = 64\nmax_compile_seconds = 5",
             kafka: &kafka,
         })
         .collect();
@@ -90,11 +93,30 @@ fn hostile_modules_hurt_no_other_tenant() {
     };
     let dead_letters = unique_topic("hog-dead-letters");
     let hog_policy = format!("on_error = \"dead-letter\"\ndead_letter_topic = \"{dead_letters}\"");
-    let crowded = run_good(&serve, &digests, &big, &crowded_name, || {
-        hostile("looper", "loop", "batch_timeout = \"1s\"");
-        hostile("hog", "hog", &hog_policy);
-        hostile("crasher", "panic", "on_error = \"skip\"");
+    // componentize-py's module takes ~11 s to compile: each upload (a new variant, so
+    // not refused from memory) holds a compile slot for the bomber's 5 s deadline.
+    let python = std::fs::read(transform_component("gold-deals-python")).unwrap();
+    let bombing = std::sync::atomic::AtomicBool::new(true);
+    let (crowded, refused_uploads) = std::thread::scope(|scope| {
+        let bomber = scope.spawn(|| {
+            let mut refused = 0;
+            while bombing.load(std::sync::atomic::Ordering::Relaxed) {
+                let bytes = hostile::variant(&python, &refused.to_string());
+                let (status, body) = serve.upload_bytes("bomber", "slow", bytes);
+                assert_eq!(status, 422, "{body}");
+                refused += 1;
+            }
+            refused
+        });
+        let crowded = run_good(&serve, &digests, &big, &crowded_name, || {
+            hostile("looper", "loop", "batch_timeout = \"1s\"");
+            hostile("hog", "hog", &hog_policy);
+            hostile("crasher", "panic", "on_error = \"skip\"");
+        });
+        bombing.store(false, std::sync::atomic::Ordering::Relaxed);
+        (crowded, bomber.join().unwrap())
     });
+    assert!(refused_uploads > 0);
 
     assert!(serve.is_running(), "the host survived:\n{}", serve.log());
     let looper = serve.wait_for("looper", &hostile_name, Duration::from_secs(60), |s| {
@@ -131,7 +153,7 @@ fn hostile_modules_hurt_no_other_tenant() {
 
     let drop = 100.0 * (1.0 - crowded / alone);
     eprintln!(
-        "{GOOD} good pipelines of {ROWS} rows each: {alone:.0} rows/s alone, {crowded:.0} rows/s beside the hostile three ({drop:.1}% drop)"
+        "{GOOD} good pipelines of {ROWS} rows each: {alone:.0} rows/s alone, {crowded:.0} rows/s beside the hostile four ({drop:.1}% drop; {refused_uploads} uploads refused at their compile deadline meanwhile)"
     );
     // Loosely: the hostile modules' CPU is bounded by their deadlines and retries.
     assert!(
