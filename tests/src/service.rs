@@ -46,6 +46,14 @@ impl Serve {
     /// Writes the config for `tenants` (plus `server` lines for `[server]` and `limits`
     /// for `[limits]`) and starts the service.
     pub fn start(tenants: &[TenantSpec<'_>], server: &str, limits: &str) -> Serve {
+        let mut serve = Serve::configure(tenants, server, limits);
+        serve.restart();
+        serve
+    }
+
+    /// Writes the config as [`Serve::start`] does without starting the service, so that
+    /// several can be started at the same moment ([`Serve::launch`]).
+    pub fn configure(tenants: &[TenantSpec<'_>], server: &str, limits: &str) -> Serve {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let port = free_port();
         let operator = format!("operator-{}-token", std::process::id());
@@ -72,7 +80,7 @@ impl Serve {
             .timeout_global(Some(Duration::from_secs(180)))
             .build()
             .into();
-        let mut serve = Serve {
+        Serve {
             dir,
             url: format!("http://127.0.0.1:{port}"),
             operator,
@@ -80,9 +88,7 @@ impl Serve {
             child: None,
             log_index: 0,
             agent,
-        };
-        serve.restart();
-        serve
+        }
     }
 
     /// Starts a service with one tenant, `name`, with these `[tenants.<name>.kafka]` lines
@@ -118,6 +124,12 @@ impl Serve {
 
     /// Starts the service (again) and waits until it is ready.
     pub fn restart(&mut self) {
+        self.launch();
+        self.wait_ready();
+    }
+
+    /// Starts the service (again) without waiting for it.
+    pub fn launch(&mut self) {
         assert!(self.child.is_none(), "the service is already running");
         if self.log_path(self.log_index).exists() {
             self.log_index += 1;
@@ -132,6 +144,10 @@ impl Serve {
             .spawn()
             .expect("sluice serve starts");
         self.child = Some(child);
+    }
+
+    /// Waits until the service started by [`Serve::launch`] is ready.
+    pub fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             if let Ok(response) = self.agent.get(format!("{}/readyz", self.url)).call()
@@ -345,6 +361,14 @@ impl Drop for Serve {
             let _ = child.wait();
         }
     }
+}
+
+/// `[cluster]` lines for [`Serve::start`]'s `server`: a node of cluster `name` with
+/// `slots` slots, its state on the brokers at `bootstrap`.
+pub fn cluster_lines(name: &str, slots: u32, bootstrap: &str) -> String {
+    format!(
+        "[cluster]\nname = \"{name}\"\nslots = {slots}\n[cluster.kafka]\n\"bootstrap.servers\" = \"{bootstrap}\"\n"
+    )
 }
 
 /// A pipeline config for the service: `[source]` on `table`, `[sink]` to `topic`, with

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
-use sluice_tests::service::{Serve, TenantSpec, pipeline_config};
+use sluice_tests::service::{Serve, TenantSpec, cluster_lines, pipeline_config};
 use sluice_tests::{Extra, consume_timed, deals_table, transform_component, unique_topic};
 
 const TABLES: usize = 4;
@@ -84,9 +84,7 @@ fn one_run(pipelines: usize, bootstrap: &str) -> anyhow::Result<Measured> {
         deals_table(table, &["create", "--rows", "20"]);
     }
     let cluster = unique_topic("failover");
-    let server = format!(
-        "[cluster]\nname = \"{cluster}\"\nslots = 24\n[cluster.kafka]\n\"bootstrap.servers\" = \"{bootstrap}\"\n"
-    );
+    let server = cluster_lines(&cluster, 24, bootstrap);
     let kafka = format!("\"bootstrap.servers\" = \"{bootstrap}\"");
     let tenant = [TenantSpec {
         name: "bench",

@@ -6,7 +6,7 @@ pub enum ClusterError {
     /// A cluster topic could not be made, read or written.
     #[error("The cluster's {what} topic {topic} at {bootstrap}: {detail}")]
     Topic {
-        /// `state` or `slots`.
+        /// `state`, `status` or `slots`.
         what: &'static str,
         /// The topic.
         topic: String,

@@ -91,9 +91,14 @@ impl StateLog {
             bootstrap: bootstrap.clone(),
             detail,
         };
-        create_topic(config, &topic, 1, &[("cleanup.policy", "compact")])
-            .await
-            .map_err(fail)?;
+        create_topic(
+            config,
+            &topic,
+            Partitions::One,
+            &[("cleanup.policy", "compact")],
+        )
+        .await
+        .map_err(fail)?;
         let producer: FutureProducer = client_config(config)
             .set("client.id", format!("sluice-cluster-{node}"))
             .set("enable.idempotence", "true")
@@ -246,18 +251,87 @@ fn high_watermark(consumer: &BaseConsumer, topic: &str) -> Result<i64, String> {
     }
 }
 
-/// Creates `topic` with `partitions` partitions unless it exists; an existing topic
-/// with another partition count is refused.
+/// How many partitions a cluster topic has, which also says what to do when a topic
+/// of that name exists with another count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Partitions {
+    /// One partition: a shared topic, whose records every node applies in one order.
+    One,
+    /// One partition per slot: the slots topic.
+    Slots(u32),
+}
+
+impl Partitions {
+    fn count(self) -> usize {
+        match self {
+            Partitions::One => 1,
+            Partitions::Slots(slots) => slots as usize,
+        }
+    }
+
+    /// What an existing topic with `found` partitions means, and what to do about it.
+    fn mismatch(self, found: usize) -> String {
+        let needed = self.count();
+        match self {
+            Partitions::One => format!(
+                "it has {found} partitions where the cluster needs {needed}, so that every node applies its records in one order; it was not made by a Sluice node: delete it if nothing else uses it, or give the cluster another name"
+            ),
+            Partitions::Slots(_) => format!(
+                "it has {found} partitions where the cluster needs {needed}; the number of slots is fixed once the cluster exists: set [cluster] slots = {found}, or give the cluster another name"
+            ),
+        }
+    }
+}
+
+/// What the metadata of a topic that creation found already there says.
+#[derive(Debug, PartialEq, Eq)]
+enum Existing {
+    /// It has the partitions the cluster needs.
+    Fits,
+    /// Another node created it a moment ago and the brokers do not show its partitions
+    /// yet: ask again.
+    Appearing,
+    /// It has another number of partitions.
+    Differs(usize),
+    /// The brokers refuse to describe it.
+    Refused(RDKafkaErrorCode),
+}
+
+/// Judges a topic's metadata: `error` is the topic's error in it (a topic missing from
+/// the answer counts as unknown), `found` its partition count.
+fn judge(error: Option<RDKafkaErrorCode>, found: usize, needed: Partitions) -> Existing {
+    match error {
+        // A topic another node has just created is not in every broker's metadata yet:
+        // the brokers answer that it is unknown or has no leader, or show no partitions.
+        Some(
+            RDKafkaErrorCode::UnknownTopicOrPartition
+            | RDKafkaErrorCode::UnknownTopic
+            | RDKafkaErrorCode::LeaderNotAvailable,
+        ) => Existing::Appearing,
+        Some(code) => Existing::Refused(code),
+        None if found == 0 => Existing::Appearing,
+        // The brokers write a topic and all its partitions at once, so a count other
+        // than zero is the topic's count.
+        None if found == needed.count() => Existing::Fits,
+        None => Existing::Differs(found),
+    }
+}
+
+/// Creates `topic` with the `partitions` it needs unless it exists; an existing topic is
+/// waited for until the brokers show its partitions (a node starting at the same moment
+/// may have created it a moment ago), and refused with another partition count.
 pub(crate) async fn create_topic(
     config: &ClusterConfig,
     topic: &str,
-    partitions: i32,
+    partitions: Partitions,
     settings: &[(&str, &str)],
 ) -> Result<(), String> {
     let admin: AdminClient<DefaultClientContext> =
         client_config(config).create().map_err(|e| e.to_string())?;
     let replication = TopicReplication::Fixed(config.replication_factor.unwrap_or(-1));
-    let mut new_topic = NewTopic::new(topic, partitions, replication);
+    let count = partitions.count();
+    // At most 10,000 slots (the config is validated).
+    let mut new_topic = NewTopic::new(topic, count as i32, replication);
     for (name, value) in settings {
         new_topic = new_topic.set(name, value);
     }
@@ -266,31 +340,132 @@ pub(crate) async fn create_topic(
         .create_topics([&new_topic], &options)
         .await
         .map_err(|e| format!("creating it failed: {e}"))?;
+    let mut exists = false;
     for result in results {
         match result {
             Ok(_) => {}
-            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {
-                let metadata = admin
-                    .inner()
-                    .fetch_metadata(Some(topic), ANSWER_WAIT)
-                    .map_err(|e| e.to_string())?;
-                let found = metadata
-                    .topics()
-                    .iter()
-                    .find(|t| t.name() == topic)
-                    .map_or(0, |t| t.partitions().len());
-                if found != partitions as usize {
-                    return Err(format!(
-                        "it has {found} partitions where the cluster needs {partitions}; the number of slots is fixed once the cluster exists"
-                    ));
-                }
-            }
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => exists = true,
             Err((_, code)) => {
                 return Err(format!(
-                    "creating it failed ({code}); create it yourself with {partitions} partition(s)"
+                    "creating it failed ({code}); create it yourself with {count} partition(s)"
                 ));
             }
         }
     }
-    Ok(())
+    if !exists {
+        return Ok(());
+    }
+    let topic = topic.to_string();
+    tokio::task::spawn_blocking(move || wait_for_partitions(&admin, &topic, partitions))
+        .await
+        .expect("reading metadata does not panic")
+}
+
+/// Reads an existing topic's metadata until it shows the topic's partitions, for up to
+/// [`ANSWER_WAIT`]; blocks.
+fn wait_for_partitions(
+    admin: &AdminClient<DefaultClientContext>,
+    topic: &str,
+    partitions: Partitions,
+) -> Result<(), String> {
+    let deadline = Instant::now() + ANSWER_WAIT;
+    let mut waiting = false;
+    loop {
+        let last = match admin
+            .inner()
+            .fetch_metadata(Some(topic), Duration::from_secs(2))
+        {
+            Ok(metadata) => {
+                let (error, found) = metadata
+                    .topics()
+                    .iter()
+                    .find(|t| t.name() == topic)
+                    .map_or((Some(RDKafkaErrorCode::UnknownTopicOrPartition), 0), |t| {
+                        (t.error().map(RDKafkaErrorCode::from), t.partitions().len())
+                    });
+                match judge(error, found, partitions) {
+                    Existing::Fits => return Ok(()),
+                    Existing::Differs(found) => return Err(partitions.mismatch(found)),
+                    Existing::Refused(code) => {
+                        return Err(format!(
+                            "it exists, but its metadata could not be read ({code})"
+                        ));
+                    }
+                    Existing::Appearing => match error {
+                        Some(code) => format!("the brokers answered {code}"),
+                        None => "the brokers showed no partitions".to_string(),
+                    },
+                }
+            }
+            Err(e) => format!("reading its metadata failed: {e}"),
+        };
+        if !waiting {
+            tracing::info!(
+                topic,
+                "The brokers do not show the partitions of a cluster topic that another node has just created yet; the node waits for them."
+            );
+            waiting = true;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "it was there when this node tried to create it, but the brokers did not show its {} partition(s) within {ANSWER_WAIT:?} ({last}); check that the brokers are up",
+                partitions.count()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_topic_another_node_just_created_is_waited_for() {
+        for error in [
+            Some(RDKafkaErrorCode::UnknownTopicOrPartition),
+            Some(RDKafkaErrorCode::UnknownTopic),
+            Some(RDKafkaErrorCode::LeaderNotAvailable),
+            None,
+        ] {
+            assert_eq!(judge(error, 0, Partitions::One), Existing::Appearing);
+            assert_eq!(judge(error, 0, Partitions::Slots(8)), Existing::Appearing);
+        }
+    }
+
+    #[test]
+    fn a_topic_with_its_partitions_fits_and_another_count_differs() {
+        assert_eq!(judge(None, 1, Partitions::One), Existing::Fits);
+        assert_eq!(judge(None, 8, Partitions::Slots(8)), Existing::Fits);
+        assert_eq!(judge(None, 3, Partitions::One), Existing::Differs(3));
+        assert_eq!(judge(None, 1, Partitions::Slots(8)), Existing::Differs(1));
+    }
+
+    #[test]
+    fn a_topic_the_brokers_refuse_to_describe_is_refused() {
+        assert_eq!(
+            judge(
+                Some(RDKafkaErrorCode::TopicAuthorizationFailed),
+                0,
+                Partitions::One
+            ),
+            Existing::Refused(RDKafkaErrorCode::TopicAuthorizationFailed)
+        );
+    }
+
+    #[test]
+    fn only_the_slots_topic_blames_the_slot_count() {
+        let slots = Partitions::Slots(8).mismatch(4);
+        assert!(
+            slots.contains("has 4 partitions where the cluster needs 8"),
+            "{slots}"
+        );
+        assert!(slots.contains("set [cluster] slots = 4"), "{slots}");
+        let shared = Partitions::One.mismatch(3);
+        assert!(
+            shared.contains("has 3 partitions where the cluster needs 1"),
+            "{shared}"
+        );
+        assert!(!shared.contains("slots"), "{shared}");
+    }
 }

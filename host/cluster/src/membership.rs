@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::config::ClusterConfig;
 use crate::error::ClusterError;
-use crate::log::create_topic;
+use crate::log::{Partitions, create_topic};
 
 /// Longest a revocation waits for the node to stop the revoked slots' pipelines: they
 /// commit their open transaction first.
@@ -114,7 +114,7 @@ impl Membership {
             detail,
         };
         let topic = config.slots_topic();
-        create_topic(config, &topic, config.slots as i32, &[])
+        create_topic(config, &topic, Partitions::Slots(config.slots), &[])
             .await
             .map_err(|detail| ClusterError::Topic {
                 what: "slots",

@@ -17,10 +17,12 @@ use sluice_tests::{
     stop_sluice, transform_component, unique_topic,
 };
 
-/// The tests take nodes down, so they run one at a time.
-static CLUSTER: Mutex<()> = Mutex::new(());
+/// The tests take nodes down, so they run one at a time, and other tests on the
+/// cluster (`cluster_start`) hold this while they run.
+pub(crate) static CLUSTER: Mutex<()> = Mutex::new(());
 
-fn cluster_bootstrap() -> String {
+/// The three-node cluster's bootstrap servers.
+pub(crate) fn cluster_bootstrap() -> String {
     std::env::var("SLUICE_TEST_KAFKA_CLUSTER").expect(
         "SLUICE_TEST_KAFKA_CLUSTER is not set: run the suite with scripts/test.sh, which starts the cluster (scripts/kafka.sh cluster-start)",
     )

@@ -9,6 +9,7 @@ mod cdf_golden;
 mod check;
 mod cluster;
 mod cluster_plumbing;
+mod cluster_start;
 mod console;
 mod contract;
 mod delivery;
