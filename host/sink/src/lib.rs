@@ -20,6 +20,7 @@
 mod certificate;
 mod error;
 mod failure;
+mod fence;
 mod latest;
 mod position;
 mod producer;

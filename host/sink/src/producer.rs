@@ -13,6 +13,7 @@ use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
 use crate::error::SinkError;
 use crate::failure::SecurityFailure;
+use crate::fence;
 use crate::position::{self, ReadEnd, SourcePosition};
 use crate::properties::{DEFAULTS, client_properties, consumer_properties, redact};
 use crate::tracker::DeliveryTracker;
@@ -454,19 +455,15 @@ impl KafkaSink {
         Some(match code {
             // The broker aborts a transaction open past its timeout by bumping the
             // producer's epoch, which the producer cannot tell from being fenced.
-            RDKafkaErrorCode::Fenced
-            | RDKafkaErrorCode::ProducerFenced
-            | RDKafkaErrorCode::InvalidProducerEpoch
-                if open_for.is_some_and(|open_for| open_for >= limit) =>
+            code if fence::is_fencing(code)
+                && open_for.is_some_and(|open_for| open_for >= limit) =>
             {
                 SinkError::TransactionTimedOut {
                     open_for: open_for.unwrap_or_default(),
                     limit,
                 }
             }
-            RDKafkaErrorCode::Fenced
-            | RDKafkaErrorCode::ProducerFenced
-            | RDKafkaErrorCode::InvalidProducerEpoch => SinkError::Fenced {
+            code if fence::is_fencing(code) => SinkError::Fenced {
                 pipeline: self.config.pipeline.clone(),
                 transactional_id: self.config.transactional_id(),
             },

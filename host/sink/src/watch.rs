@@ -1,8 +1,10 @@
 //! The security failures a Kafka client meets, collected from its error and log callbacks
 //! for whoever waits on the client: a connection attempt that ends at the first wrong
-//! password, a commit that stops instead of retrying past a revoked credential.
+//! password, a commit that stops instead of retrying past a revoked credential. The
+//! callbacks also tell a fence from other problems, and report it once, as a move.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -12,6 +14,7 @@ use rdkafka::error::KafkaError;
 
 use crate::certificate;
 use crate::failure::{SecurityFailure, SecurityProblem};
+use crate::fence;
 use crate::properties::redact_values;
 use crate::security::SecuritySettings;
 
@@ -21,6 +24,8 @@ use crate::security::SecuritySettings;
 pub(crate) struct SecurityWatch {
     settings: Arc<SecuritySettings>,
     seen: Arc<Mutex<Option<Seen>>>,
+    /// Whether the client's fence was logged.
+    fenced: Arc<AtomicBool>,
 }
 
 /// The failure kept, and how often and how lately security failures were seen.
@@ -36,6 +41,7 @@ impl SecurityWatch {
         SecurityWatch {
             settings: Arc::new(SecuritySettings::new(properties)),
             seen: Arc::default(),
+            fenced: Arc::default(),
         }
     }
 
@@ -80,11 +86,21 @@ impl SecurityWatch {
     }
 
     /// Records an error callback's error, and logs it unless it is a security failure
-    /// (which the client's user reports as an error of its own). `client` names the
-    /// client in the log.
+    /// (which the client's user reports as an error of its own). A fence is logged once,
+    /// as a move: the producer's user stops without taking it for a failure. `client`
+    /// names the client in the log.
     pub(crate) fn report(&self, error: &KafkaError, reason: &str, client: &str) {
         let reason = redact_values(reason, self.settings.secrets());
-        if self.record(error, &reason) {
+        if fence::is_fenced(error, &reason) {
+            // librdkafka reports a fence more than once (a fenced `sluice run` got it twice).
+            if !self.fenced.swap(true, Ordering::Relaxed) {
+                tracing::info!(
+                    client,
+                    reason,
+                    "The Kafka producer was fenced: another instance of the pipeline took over (in a cluster, the pipeline moved to another node), unless its transaction ran past Kafka's transaction timeout. This instance stops without committing."
+                );
+            }
+        } else if self.record(error, &reason) {
             tracing::debug!(client, reason, "The Kafka client met a security failure.");
         } else if matches!(
             error,
@@ -97,10 +113,15 @@ impl SecurityWatch {
     }
 
     /// Logs a librdkafka log line as rdkafka does, without secrets, and records the
-    /// security failures librdkafka only logs.
+    /// security failures librdkafka only logs. Lines about a fence are debug lines: the
+    /// error callback reports the fence, as a move.
     pub(crate) fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         self.keep(self.settings.classify_log(facility, message));
         let message = redact_values(message, self.settings.secrets());
+        let level = match fence::is_fence_log(&message) {
+            true => RDKafkaLogLevel::Debug,
+            false => level,
+        };
         match level {
             RDKafkaLogLevel::Emerg
             | RDKafkaLogLevel::Alert

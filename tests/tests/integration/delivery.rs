@@ -209,6 +209,13 @@ fn a_second_host_fences_the_first_and_output_stays_exactly_once() {
     let first_log = std::fs::read_to_string(&first_log).unwrap();
     assert!(!first_status.success(), "the fenced host kept running");
     assert!(first_log.contains("fenced this one"), "{first_log}");
+    // The fence is said once, as a takeover, and not as a problem the client retries.
+    assert_eq!(
+        first_log.matches("The Kafka producer was fenced").count(),
+        1,
+        "{first_log}"
+    );
+    assert!(!first_log.contains("keeps retrying"), "{first_log}");
     assert!(stop_sluice(&mut second).success());
 
     let got: Vec<String> = consume_all(&topic).iter().map(Consumed::line).collect();
