@@ -132,12 +132,13 @@ pub(crate) struct CompileUsage {
 }
 
 /// Compiles `bytes` (whose SHA-256 is `digest`) in a worker process within `budget`,
-/// returning the serialized component.
+/// on at most `threads` threads, returning the serialized component.
 pub(crate) fn compile_isolated(
     worker: &CompileWorker,
     bytes: &[u8],
     digest: &str,
     budget: &CompileBudget,
+    threads: usize,
     fuel_metering: bool,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Vec<u8>, CompileUsage), CompileFailure> {
@@ -163,6 +164,9 @@ pub(crate) fn compile_isolated(
         .args(&worker.args)
         .args(request.args())
         .env_clear()
+        // wasmtime compiles functions in parallel on rayon's pool: a worker takes its
+        // share of the cores, so compiles running beside it keep theirs.
+        .env("RAYON_NUM_THREADS", threads.max(1).to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr);
@@ -416,6 +420,7 @@ mod tests {
             b"\0asm",
             "00",
             &CompileBudget::default(),
+            1,
             false,
             &|| false,
         )
@@ -435,7 +440,7 @@ mod tests {
         };
         let started = Instant::now();
         let failure =
-            compile_isolated(&worker, b"\0asm", "00", &budget, false, &|| false).unwrap_err();
+            compile_isolated(&worker, b"\0asm", "00", &budget, 1, false, &|| false).unwrap_err();
         assert_eq!(failure, CompileFailure::Deadline);
         assert!(started.elapsed() < Duration::from_secs(20));
     }
@@ -455,7 +460,7 @@ mod tests {
             deadline: Duration::from_secs(20),
         };
         let failure =
-            compile_isolated(&worker, b"\0asm", "00", &budget, false, &|| false).unwrap_err();
+            compile_isolated(&worker, b"\0asm", "00", &budget, 1, false, &|| false).unwrap_err();
         assert!(matches!(failure, CompileFailure::Memory(_)), "{failure:?}");
     }
 
@@ -467,6 +472,7 @@ mod tests {
             b"\0asm",
             "00",
             &CompileBudget::default(),
+            1,
             false,
             &|| true,
         )

@@ -434,6 +434,7 @@ impl TransformEngine {
             job.bytes,
             job.digest,
             job.budget,
+            compile_threads(self.config.max_concurrent_compiles),
             self.fuel_metered(),
             &|| self.cancelled.load(Ordering::Relaxed),
         );
@@ -470,6 +471,13 @@ impl TransformEngine {
             }
         }
     }
+}
+
+/// The threads one compile may use: the host's cores shared among the compiles that
+/// may run at once.
+fn compile_threads(max_concurrent_compiles: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / max_concurrent_compiles.max(1)).max(1)
 }
 
 /// One module to compile, and for whom.

@@ -103,6 +103,8 @@ pub fn preview(
     };
     let engine = TransformEngine::new(EngineConfig {
         pooled_instances: 0,
+        // One module: its compile may use every core.
+        max_concurrent_compiles: 1,
         ..EngineConfig::default()
     })?;
     let module = engine.load(&options.module)?;

@@ -78,6 +78,8 @@ pub(crate) fn load_module(config: &PipelineConfig) -> Result<TransformModule, En
     let engine = TransformEngine::new(EngineConfig {
         limits: instance_limits(transform),
         cache_dir: transform.module_cache_dir.clone(),
+        // One module: its compile may use every core.
+        max_concurrent_compiles: 1,
         ..EngineConfig::default()
     })?;
     engine.load(&transform.module)

@@ -45,9 +45,9 @@ impl IntoResponse for ApiError {
             ServiceError::Config { .. } | ServiceError::State { .. } => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
-            ServiceError::Cluster(_) | ServiceError::KafkaUnavailable(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ServiceError::Cluster(_)
+            | ServiceError::KafkaUnavailable(_)
+            | ServiceError::Stopping(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         let body = serde_json::json!({ "error": self.0.to_string() });
         (status, Json(body)).into_response()

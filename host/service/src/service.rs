@@ -119,9 +119,11 @@ impl Service {
         self.tokens.caller(authorization)
     }
 
-    /// Says the service is stopping: followed log streams end.
+    /// Says the service is stopping: followed log streams end, compiles are stopped.
     pub fn begin_stop(&self) {
         self.stopping.send_replace(true);
+        // Uploads being compiled are requests the API server waits for: they end now.
+        self.engine.cancel_compiles();
     }
 
     /// Becomes true when the service is stopping.
@@ -211,6 +213,11 @@ impl Service {
                 self.record_refusal(tenant, name, &digest, &budget, &reason)
                     .await;
                 return Err(ServiceError::InvalidModule(reason));
+            }
+            Err(error @ sluice_engine::EngineError::CompileCancelled { .. }) => {
+                return Err(ServiceError::Stopping(format!(
+                    "{error} Upload it again once the service is back."
+                )));
             }
             Err(error) => return Err(ServiceError::InvalidModule(error.to_string())),
         };

@@ -302,4 +302,33 @@ fn a_good_tenant_deploys_while_a_hostile_one_compiles() {
         "the service held {} MiB",
         peak / (1024 * 1024)
     );
+
+    // A service told to stop does not wait for a compile: the upload is answered 503
+    // and the service exits long before the module (~11 s to compile) would be done.
+    let url = format!("{}/v1/tenants/good/modules?name=late", serve.url);
+    let token = format!("Bearer {}", serve.token("good"));
+    let late = hostile::variant(&std::fs::read(&python).unwrap(), "late");
+    let upload = std::thread::spawn(move || {
+        ureq::post(&url)
+            .header("Authorization", &token)
+            .send(&late[..])
+            .map(|response| response.status().as_u16())
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let stopping = Instant::now();
+    let mut serve = serve;
+    assert!(serve.stop(), "the service stops cleanly:\n{}", serve.log());
+    let stopped = stopping.elapsed();
+    eprintln!(
+        "the service stopped {:.1} s into a compile",
+        stopped.as_secs_f64()
+    );
+    assert!(
+        stopped < Duration::from_secs(8),
+        "stopping took {stopped:?}"
+    );
+    assert!(
+        !matches!(upload.join().unwrap(), Ok(201)),
+        "the late upload was not stored"
+    );
 }

@@ -291,7 +291,8 @@ impl Service {
     pub async fn shutdown(&self) {
         // In a cluster, nothing starts a pipeline here any more.
         self.stop_following();
-        // A compile may take minutes; nothing waits for one once the service stops.
+        // A compile may take minutes; nothing waits for one once the service stops
+        // (also when it stops before its API serves, which `begin_stop` covers).
         self.engine.cancel_compiles();
         let entries = self.entries();
         // All at once: each waits for its own batch boundary and commit.
