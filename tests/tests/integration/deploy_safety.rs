@@ -1,5 +1,6 @@
 //! One tenant's module cannot take the host down at deploy time: compile bombs are
-//! refused before compiling (nested loops, locals, globals), real modules past their
+//! refused before compiling (nested loops, a long function, locals, globals) by
+//! `sluice preview`, `sluice run` and uploads to `sluice serve`, real modules past their
 //! compile budget are stopped in their worker process, and instances past their memory
 //! cap in tables are refused at instantiation; each with a clear error, exit status 1
 //! and no signal, the host's peak memory below 1 GiB. In `sluice serve`, a good
@@ -95,11 +96,28 @@ fn compile_bombs_are_refused_before_compiling() {
     ];
     for (name, bytes, says) in bombs {
         let module = write_module(work.path(), name, &bytes);
+        let refused = format!("Transform module {name} was refused");
         let run = run_measured(preview(&table, &module), GUARD);
         assert_refused(
             &format!("preview of {name}"),
             &run,
-            &[&format!("Transform module {name} was refused"), says],
+            &[&refused, says],
+            Duration::from_secs(60),
+        );
+        let files = PipelineFiles::new(
+            &table,
+            &module,
+            &unique_topic("compile-bomb"),
+            &kafka_bootstrap(),
+            Extra::default(),
+        );
+        let mut run = Command::new(sluice_binary());
+        run.args(["run", "--stop-at-latest", "--config"])
+            .arg(&files.config);
+        assert_refused(
+            &format!("run of {name}"),
+            &run_measured(run, GUARD),
+            &[&refused, says],
             Duration::from_secs(60),
         );
     }
