@@ -25,6 +25,11 @@ const EXIT_INVALID: i32 = 2;
 /// The worker's scheduling priority (niceness): below the host's own threads.
 const COMPILE_NICENESS: libc::c_int = 10;
 
+/// A compile's deadline is CPU time, so a busy host (where the worker, at a lower
+/// priority, waits for the cores) does not refuse a module it would compile when quiet;
+/// the wall clock stops it at this many times its deadline.
+const WALL_CLOCK_FACTOR: u32 = 4;
+
 /// How often the parent looks at a running worker.
 const WATCH_INTERVAL: Duration = Duration::from_millis(10);
 
@@ -60,7 +65,8 @@ pub(crate) fn registered_worker() -> Option<CompileWorker> {
 pub struct CompileBudget {
     /// Most memory the compile may use, in bytes.
     pub memory_bytes: usize,
-    /// Longest the compile may run.
+    /// Most CPU time the compile may use (all its threads together); it is stopped at
+    /// four times this on the wall clock too.
     pub deadline: Duration,
 }
 
@@ -116,8 +122,12 @@ pub(crate) enum CompileFailure {
     Invalid(String),
     /// The compile needed more memory than its budget; the peak seen, in bytes.
     Memory(usize),
-    /// The compile ran past its deadline.
+    /// The compile used more CPU time than its deadline.
     Deadline,
+    /// The compile did not finish within [`WALL_CLOCK_FACTOR`] times its deadline on
+    /// the wall clock, though within it in CPU time: the host is too busy; how long it
+    /// waited.
+    Busy(Duration),
     /// The host is shutting down.
     Cancelled,
     /// The worker could not be started or ended without an answer.
@@ -167,6 +177,9 @@ pub(crate) fn compile_isolated(
         // wasmtime compiles functions in parallel on rayon's pool: a worker takes its
         // share of the cores, so compiles running beside it keep theirs.
         .env("RAYON_NUM_THREADS", threads.max(1).to_string())
+        // Each thread's malloc arena reserves 64 MiB of address space, counted by the
+        // worker's address-space limit though hardly used.
+        .env("MALLOC_ARENA_MAX", "2")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr);
@@ -179,7 +192,7 @@ pub(crate) fn compile_isolated(
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             set_limit(libc::RLIMIT_CORE, 0);
             // A second clock, in the kernel, should the parent stop watching.
-            set_limit(libc::RLIMIT_CPU, cpu_seconds);
+            set_limits(libc::RLIMIT_CPU, cpu_seconds, cpu_seconds + 5);
             // Pipelines that are running come before a module that may never run.
             libc::setpriority(libc::PRIO_PROCESS, 0, COMPILE_NICENESS);
             Ok(())
@@ -196,8 +209,10 @@ pub(crate) fn compile_isolated(
         }
         let stop = if cancelled() {
             Some(CompileFailure::Cancelled)
-        } else if started.elapsed() > budget.deadline {
+        } else if cpu_time(pid).is_some_and(|cpu| cpu > budget.deadline) {
             Some(CompileFailure::Deadline)
+        } else if started.elapsed() > budget.deadline.saturating_mul(WALL_CLOCK_FACTOR) {
+            Some(CompileFailure::Busy(started.elapsed()))
         } else {
             resident_bytes(pid)
                 .filter(|rss| *rss > budget.memory_bytes)
@@ -215,7 +230,7 @@ pub(crate) fn compile_isolated(
         elapsed: started.elapsed(),
         peak_bytes,
     };
-    let error_text = || read_tail(&stderr_path);
+    let error_text = || read_start(&stderr_path);
     if libc::WIFEXITED(status) {
         match libc::WEXITSTATUS(status) {
             0 => {
@@ -254,9 +269,15 @@ fn cpu_seconds_for(deadline: Duration) -> u64 {
 }
 
 fn set_limit(resource: libc::__rlimit_resource_t, value: u64) {
+    set_limits(resource, value, value);
+}
+
+/// Sets a soft and a hard limit: past the soft CPU limit the kernel sends SIGXCPU,
+/// which names the cause, where the hard one sends SIGKILL.
+fn set_limits(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) {
     let limit = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
+        rlim_cur: soft,
+        rlim_max: hard,
     };
     // SAFETY: setrlimit reads the struct and changes only this process's limits.
     unsafe { libc::setrlimit(resource, &limit) };
@@ -279,6 +300,18 @@ fn wait_for(pid: libc::pid_t) {
     unsafe { libc::waitpid(pid, &mut status, 0) };
 }
 
+/// The CPU time a running worker has used (all its threads), from `/proc`.
+fn cpu_time(pid: libc::pid_t) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces; the fields after it are plain numbers.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(Duration::from_millis(ticks * 1000 / per_second))
+}
+
 /// A running worker's resident memory, from `/proc`.
 fn resident_bytes(pid: libc::pid_t) -> Option<usize> {
     let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
@@ -296,12 +329,13 @@ fn describe_status(status: i32) -> String {
     }
 }
 
-fn read_tail(path: &Path) -> String {
-    let mut text = String::new();
+/// The start of the worker's standard error (wasmtime's reason comes first).
+fn read_start(path: &Path) -> String {
+    let mut bytes = Vec::new();
     if let Ok(file) = std::fs::File::open(path) {
-        let _ = file.take(STDERR_KEPT).read_to_string(&mut text);
+        let _ = file.take(STDERR_KEPT).read_to_end(&mut bytes);
     }
-    text.trim().to_string()
+    String::from_utf8_lossy(&bytes).trim().to_string()
 }
 
 /// The worker's side: limits its own address space to what it uses now plus the
@@ -433,16 +467,39 @@ mod tests {
 
     #[test]
     fn a_worker_past_its_deadline_is_killed() {
-        let worker = sleeping_worker();
+        // A loop that never ends stands in for a compile that uses the cores forever.
+        let worker = CompileWorker {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), "while :; do :; done".into(), "sh".into()],
+        };
         let budget = CompileBudget {
             memory_bytes: 1 << 30,
-            deadline: Duration::from_millis(200),
+            deadline: Duration::from_millis(300),
         };
         let started = Instant::now();
         let failure =
             compile_isolated(&worker, b"\0asm", "00", &budget, 1, false, &|| false).unwrap_err();
         assert_eq!(failure, CompileFailure::Deadline);
         assert!(started.elapsed() < Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_worker_waiting_past_the_wall_clock_is_stopped_as_busy() {
+        let budget = CompileBudget {
+            memory_bytes: 1 << 30,
+            deadline: Duration::from_millis(200),
+        };
+        let failure = compile_isolated(
+            &sleeping_worker(),
+            b"\0asm",
+            "00",
+            &budget,
+            1,
+            false,
+            &|| false,
+        )
+        .unwrap_err();
+        assert!(matches!(failure, CompileFailure::Busy(_)), "{failure:?}");
     }
 
     #[test]

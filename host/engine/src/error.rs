@@ -139,7 +139,7 @@ pub enum CompileLimit {
         /// The most the compile was seen using, in bytes.
         seen_bytes: usize,
     },
-    /// The compile ran past its deadline.
+    /// The compile used more CPU time than its deadline.
     Deadline {
         /// The deadline.
         deadline: std::time::Duration,
@@ -166,7 +166,7 @@ impl std::fmt::Display for CompileLimit {
             ),
             CompileLimit::Deadline { deadline } => write!(
                 f,
-                "compiling it took longer than its compile deadline of {} s (max_compile_seconds) and was stopped",
+                "compiling it took more than its compile deadline of {} s (max_compile_seconds) of CPU time and was stopped",
                 deadline.as_secs_f64()
             ),
         }

@@ -23,7 +23,7 @@ const MAX_MEMORIES: usize = 4;
 /// The error a memory growth past the cap traps with.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "memory growth failure: the module asked for {desired} bytes in all, its cap is {limit} bytes"
+    "memory growth failure: the module asked for {desired} bytes in all (memories and tables), its cap is {limit} bytes"
 )]
 pub(crate) struct MemoryCapExceeded {
     desired: usize,
@@ -77,7 +77,7 @@ impl ResourceLimiter for Limiter {
         let total = (self.memory_total - current.min(self.memory_total)).saturating_add(desired);
         if total.saturating_add(self.table_bytes) > self.memory_limit {
             return Err(wasmtime::Error::new(MemoryCapExceeded {
-                desired: total,
+                desired: total.saturating_add(self.table_bytes),
                 limit: self.memory_limit,
             }));
         }

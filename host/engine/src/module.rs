@@ -466,6 +466,13 @@ impl TransformEngine {
                 },
             }),
             Err(CompileFailure::Cancelled) => Err(EngineError::CompileCancelled { module }),
+            Err(CompileFailure::Busy(waited)) => Err(EngineError::CompileCrashed {
+                module,
+                detail: format!(
+                    "it was not compiled within {:.0} s on the clock, though within its CPU budget: the host is too busy; try again",
+                    waited.as_secs_f64()
+                ),
+            }),
             Err(CompileFailure::Crashed(detail)) => {
                 Err(EngineError::CompileCrashed { module, detail })
             }

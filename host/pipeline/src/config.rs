@@ -124,7 +124,7 @@ pub struct TransformSection {
     /// (default 20).
     #[serde(default = "default_log_messages_per_second")]
     pub log_messages_per_second: u32,
-    /// Longest compiling the module may take before it is stopped and refused
+    /// Most CPU time compiling the module may take before it is stopped and refused
     /// (default `120s`). Modules compile in a separate process, so a runaway compile
     /// cannot take the host down.
     #[serde(default = "default_compile_timeout", with = "humantime_serde")]
@@ -611,6 +611,11 @@ impl PipelineConfig {
         {
             return Err(
                 "[transform] recycle_memory_mib must not be above memory_limit_mib".to_string(),
+            );
+        }
+        if config.transform.compile_timeout.is_zero() || config.transform.compile_memory_mib == 0 {
+            return Err(
+                "[transform] compile_timeout and compile_memory_mib must be above 0".to_string(),
             );
         }
         config.transform.module = base.join(&config.transform.module);

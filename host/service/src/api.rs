@@ -47,7 +47,7 @@ impl IntoResponse for ApiError {
             }
             ServiceError::Cluster(_)
             | ServiceError::KafkaUnavailable(_)
-            | ServiceError::Stopping(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
         let body = serde_json::json!({ "error": self.0.to_string() });
         (status, Json(body)).into_response()

@@ -107,9 +107,9 @@ pub struct TenantConfig {
     /// Largest module the tenant may upload, in MiB (default 64).
     #[serde(default = "default_tenant_module_mib")]
     pub max_module_mib: usize,
-    /// Longest compiling one of its modules may take, in seconds (default 120): an
-    /// upload, deploy or pipeline whose module takes longer is refused, and the compile
-    /// is stopped. Pipelines asking for a longer `compile_timeout` get this.
+    /// Most CPU time compiling one of its modules may take, in seconds (default 120):
+    /// an upload, deploy or pipeline whose module takes more is refused, and the
+    /// compile is stopped. Pipelines asking for a longer `compile_timeout` get this.
     #[serde(default = "default_tenant_compile_seconds")]
     pub max_compile_seconds: u64,
     /// Most memory compiling one of its modules may use, in MiB (default 1024);
@@ -202,6 +202,11 @@ impl TenantConfig {
         if !valid_name(name) {
             return Err(format!(
                 "tenant name `{name}` must be 1 to 100 letters, digits, '_' or '-'"
+            ));
+        }
+        if self.max_compile_seconds == 0 || self.max_compile_mib == 0 {
+            return Err(format!(
+                "tenant {name}'s max_compile_seconds and max_compile_mib must be at least 1: no module compiles in no time or memory"
             ));
         }
         if self.max_fuel_per_batch.is_some() && !fuel_metering {

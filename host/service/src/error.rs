@@ -54,10 +54,10 @@ pub enum ServiceError {
     /// Kafka did not answer a read the request needs; retry later.
     #[error("{0}")]
     KafkaUnavailable(String),
-    /// The service began stopping while the request was being done; retry it on a
-    /// running node.
+    /// The host cannot do the request now (it began stopping, or is too busy to
+    /// compile a module); retry it later or on another node.
     #[error("{0}")]
-    Stopping(String),
+    Unavailable(String),
     /// The cluster's shared state or group could not be used.
     #[error("{0}")]
     Cluster(String),

@@ -215,9 +215,13 @@ impl Service {
                 return Err(ServiceError::InvalidModule(reason));
             }
             Err(error @ sluice_engine::EngineError::CompileCancelled { .. }) => {
-                return Err(ServiceError::Stopping(format!(
+                return Err(ServiceError::Unavailable(format!(
                     "{error} Upload it again once the service is back."
                 )));
+            }
+            // The host failed to compile, not the module its budgets: nothing is recorded.
+            Err(error @ sluice_engine::EngineError::CompileCrashed { .. }) => {
+                return Err(ServiceError::Unavailable(error.to_string()));
             }
             Err(error) => return Err(ServiceError::InvalidModule(error.to_string())),
         };

@@ -192,6 +192,9 @@ fn a_good_tenant_deploys_while_a_hostile_one_compiles() {
     let table = table(work.path());
     let python = transform_component("gold-deals-python");
     let passthrough = transform_component("passthrough");
+    // The good tenant's module is C's passthrough: small, so the time measured is the
+    // wait the hostile tenant causes, not a compile of its own on a slow machine.
+    let good_module = transform_component("passthrough-c");
     let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
     let serve = Serve::start(
         &[
@@ -230,7 +233,7 @@ fn a_good_tenant_deploys_while_a_hostile_one_compiles() {
         .collect();
         std::thread::sleep(Duration::from_millis(500));
         let started = Instant::now();
-        let digest = serve.upload("good", &passthrough, "passthrough");
+        let digest = serve.upload("good", &good_module, "passthrough");
         let topic = unique_topic("deploy-safety-good");
         let config = pipeline_config(&table, &topic, None, Extra::default());
         let pipeline = unique_topic("steady");

@@ -78,7 +78,12 @@ impl Service {
                 &bytes,
                 instance_limits(&config.transform),
             )
-            .map_err(|e| ServiceError::InvalidModule(e.to_string()))?
+            .map_err(|e| match e {
+                sluice_engine::EngineError::CompileCancelled { .. } => {
+                    ServiceError::Unavailable(e.to_string())
+                }
+                e => ServiceError::InvalidModule(e.to_string()),
+            })?
             .with_log_tap(entry.log.tap(digest));
         let instance = module
             .instantiate(&config.transform_params(), Arc::new(config.format()))

@@ -218,6 +218,9 @@ impl Service {
                     };
                     let module = match prepared {
                         Ok(Ok((module, _))) => module,
+                        // The service is stopping: the pipeline stops as it would at a
+                        // batch boundary, keeping its state, and starts again next time.
+                        Ok(Err(ServiceError::Unavailable(_))) => return Ok(()),
                         Ok(Err(e)) => return Err(e.to_string()),
                         Err(e) => return Err(format!("preparing the module failed: {e}")),
                     };
