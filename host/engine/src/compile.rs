@@ -261,11 +261,10 @@ pub(crate) fn compile_isolated(
     )))
 }
 
-/// CPU seconds a worker may use before the kernel stops it: the deadline on every core,
-/// and a margin; the parent's wall clock normally stops it first.
+/// CPU seconds a worker may use before the kernel stops it: the deadline, rounded up,
+/// and a margin; the parent, watching the same clock, normally stops it first.
 fn cpu_seconds_for(deadline: Duration) -> u64 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-    deadline.as_secs().saturating_add(1).saturating_mul(cores) + 5
+    deadline.as_secs().saturating_add(2)
 }
 
 fn set_limit(resource: libc::__rlimit_resource_t, value: u64) {
@@ -410,6 +409,14 @@ mod tests {
         }
     }
 
+    /// A deadline a test's worker passes at once.
+    fn short() -> CompileBudget {
+        CompileBudget {
+            memory_bytes: 1 << 30,
+            deadline: Duration::from_millis(300),
+        }
+    }
+
     #[test]
     fn the_requests_arguments_name_every_field() {
         let request = WorkerRequest {
@@ -472,28 +479,20 @@ mod tests {
             program: "/bin/sh".into(),
             args: vec!["-c".into(), "while :; do :; done".into(), "sh".into()],
         };
-        let budget = CompileBudget {
-            memory_bytes: 1 << 30,
-            deadline: Duration::from_millis(300),
-        };
         let started = Instant::now();
         let failure =
-            compile_isolated(&worker, b"\0asm", "00", &budget, 1, false, &|| false).unwrap_err();
+            compile_isolated(&worker, b"\0asm", "00", &short(), 1, false, &|| false).unwrap_err();
         assert_eq!(failure, CompileFailure::Deadline);
         assert!(started.elapsed() < Duration::from_secs(20));
     }
 
     #[test]
     fn a_worker_waiting_past_the_wall_clock_is_stopped_as_busy() {
-        let budget = CompileBudget {
-            memory_bytes: 1 << 30,
-            deadline: Duration::from_millis(200),
-        };
         let failure = compile_isolated(
             &sleeping_worker(),
             b"\0asm",
             "00",
-            &budget,
+            &short(),
             1,
             false,
             &|| false,
