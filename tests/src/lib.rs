@@ -286,6 +286,14 @@ pub struct PipelineFiles {
 }
 
 impl PipelineFiles {
+    /// `sluice run --stop-at-latest` of this pipeline, to run as the test needs.
+    pub fn run_to_latest_command(&self) -> Command {
+        let mut run = Command::new(sluice_binary());
+        run.args(["run", "--stop-at-latest", "--config"])
+            .arg(&self.config);
+        run
+    }
+
     /// Writes a config for `table` through `module` into `topic` at `bootstrap`.
     pub fn new(
         table: &Path,
@@ -454,6 +462,28 @@ pub struct Measured {
     pub peak_rss: u64,
     /// How long it ran.
     pub elapsed: Duration,
+}
+
+impl Measured {
+    /// Asserts the process stopped with exit status 1 and no signal, said each of
+    /// `expected`, and held less than `peak_bound` bytes at its peak; `how` names it in
+    /// messages.
+    pub fn assert_stopped_cleanly(&self, how: &str, expected: &[&str], peak_bound: u64) {
+        assert_eq!(self.signal, None, "{how} was killed: {}", self.stderr);
+        assert_eq!(self.code, Some(1), "{how}: {}", self.stderr);
+        for part in expected {
+            assert!(
+                self.stderr.contains(part),
+                "{how} should say `{part}`: {}",
+                self.stderr
+            );
+        }
+        assert!(
+            self.peak_rss < peak_bound,
+            "{how}: the host held {} MiB at its peak",
+            self.peak_rss / (1024 * 1024)
+        );
+    }
 }
 
 /// A memory cgroup (v1) that caps what the processes put into it may hold, removed when

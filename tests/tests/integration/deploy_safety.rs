@@ -46,20 +46,7 @@ fn preview(table: &Path, module: &Path) -> Command {
 }
 
 fn assert_refused(how: &str, run: &Measured, expected: &[&str], within: Duration) {
-    assert_eq!(run.signal, None, "{how} was killed: {}", run.stderr);
-    assert_eq!(run.code, Some(1), "{how}: {}", run.stderr);
-    for part in expected {
-        assert!(
-            run.stderr.contains(part),
-            "{how} should say `{part}`: {}",
-            run.stderr
-        );
-    }
-    assert!(
-        run.peak_rss < PEAK_BOUND,
-        "{how}: the host held {} MiB at its peak",
-        run.peak_rss / (1024 * 1024)
-    );
+    run.assert_stopped_cleanly(how, expected, PEAK_BOUND);
     assert!(run.elapsed < within, "{how} took {:?}", run.elapsed);
     eprintln!(
         "{how}: refused in {:.1} s, peak RSS {} MiB",
@@ -111,12 +98,9 @@ fn compile_bombs_are_refused_before_compiling() {
             &kafka_bootstrap(),
             Extra::default(),
         );
-        let mut run = Command::new(sluice_binary());
-        run.args(["run", "--stop-at-latest", "--config"])
-            .arg(&files.config);
         assert_refused(
             &format!("run of {name}"),
-            &run_measured(run, GUARD),
+            &run_measured(files.run_to_latest_command(), GUARD),
             &[&refused, says],
             Duration::from_secs(60),
         );
@@ -174,12 +158,9 @@ fn a_real_module_past_its_compile_budget_is_stopped() {
                 ..Extra::default()
             },
         );
-        let mut run = Command::new(sluice_binary());
-        run.args(["run", "--stop-at-latest", "--config"])
-            .arg(&files.config);
         assert_refused(
             &format!("run with {budget}"),
-            &run_measured(run, GUARD),
+            &run_measured(files.run_to_latest_command(), GUARD),
             &["was refused", says],
             Duration::from_secs(60),
         );

@@ -106,33 +106,8 @@ fn preview(table: &Path, module: &Path, behavior: Option<&str>) -> Command {
     preview
 }
 
-/// `sluice run --stop-at-latest` of the pipeline `files` describe.
-fn run_to_latest_command(files: &PipelineFiles) -> Command {
-    let mut run = Command::new(sluice_binary());
-    run.args(["run", "--stop-at-latest", "--config"])
-        .arg(&files.config);
-    run
-}
-
 fn assert_stopped_cleanly(how: &str, behavior: &str, expected: &[&str], run: &Measured) {
-    assert_eq!(
-        run.signal, None,
-        "{how} {behavior} was killed: {}",
-        run.stderr
-    );
-    assert_eq!(run.code, Some(1), "{how} {behavior}: {}", run.stderr);
-    for part in expected {
-        assert!(
-            run.stderr.contains(part),
-            "{how} {behavior} should say `{part}`: {}",
-            run.stderr
-        );
-    }
-    assert!(
-        run.peak_rss < PEAK_BOUND,
-        "{how} {behavior}: the host held {} MiB at its peak",
-        run.peak_rss / (1024 * 1024)
-    );
+    run.assert_stopped_cleanly(&format!("{how} {behavior}"), expected, PEAK_BOUND);
     eprintln!(
         "{how} {behavior}: stopped, peak RSS {} MiB",
         run.peak_rss / (1024 * 1024)
@@ -203,7 +178,7 @@ fn a_flood_of_rejections_keeps_one_short_reason_per_row() {
             ..Extra::default()
         },
     );
-    let run = run_measured(run_to_latest_command(&files), GUARD);
+    let run = run_measured(files.run_to_latest_command(), GUARD);
     assert_stopped_cleanly("run", "reject-flood", &["failed on batch row 0"], &run);
 }
 
@@ -225,7 +200,7 @@ fn sluice_run_stops_every_hostile_module_within_its_budgets() {
                 ..Extra::default()
             },
         );
-        let run = run_measured(run_to_latest_command(&files), GUARD);
+        let run = run_measured(files.run_to_latest_command(), GUARD);
         assert_stopped_cleanly("run", behavior, expected, &run);
     }
 }
