@@ -88,3 +88,5 @@ python3 -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.schema_
 
 "$here/kafka.sh" install
 "$here/registry.sh" install
+# Flink's debezium-json format, the Debezium parser the envelope test reads events with.
+"$here/../tests/support/flink-debezium/install.sh" >/dev/null

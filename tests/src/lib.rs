@@ -136,6 +136,56 @@ pub fn registry_decoded_at(
         .collect()
 }
 
+/// What Flink SQL's `'format' = 'debezium-json'` makes of each record value (`None` a
+/// tombstone) for a table of `columns` (`name:TYPE`), through Flink's own deserializer
+/// (`tests/support/flink-debezium/FlinkDebeziumRead.java`): one array of emitted rows
+/// per value, each `{"kind", "row", metadata columns by key}`.
+pub fn flink_debezium_read(columns: &[&str], values: &[Option<String>]) -> Vec<serde_json::Value> {
+    let support = repo_root().join("tests/support/flink-debezium");
+    let install = Command::new(support.join("install.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("install.sh runs");
+    assert!(install.status.success(), "installing Flink's jars failed");
+    let libs = String::from_utf8_lossy(&install.stdout).trim().to_string();
+    let mut input = String::new();
+    for value in values {
+        assert!(
+            !value.as_deref().unwrap_or_default().contains('\n'),
+            "one value a line"
+        );
+        input.push_str(value.as_deref().unwrap_or_default());
+        input.push('\n');
+    }
+    let mut child = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{libs}/*"))
+        .arg(support.join("FlinkDebeziumRead.java"))
+        .args(columns)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("java runs");
+    let mut stdin = child.stdin.take().unwrap();
+    // Written from a thread: the reader's output could fill its pipe meanwhile.
+    let writer = std::thread::spawn(move || {
+        use std::io::Write as _;
+        stdin.write_all(input.as_bytes())
+    });
+    let output = child.wait_with_output().expect("java exits");
+    writer.join().unwrap().expect("the values are written");
+    assert!(
+        output.status.success(),
+        "Flink's debezium-json refused the events: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
 /// A topic name no other test uses.
 pub fn unique_topic(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()

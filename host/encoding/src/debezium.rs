@@ -1,9 +1,22 @@
-//! Debezium's change-event envelope: `before` and `after` images of the row, `op`
-//! (`c` create, `u` update, `d` delete, `r` read in a snapshot), `source` (where the
-//! change came from) and `ts_ms` (when Sluice processed it), as Debezium's connectors
-//! write it and its consumers (Flink's `debezium-json`/`debezium-avro-confluent`,
-//! Kafka Connect sinks) read it.
+//! Debezium's change-event envelope, field for field as Debezium's connectors write it
+//! (`io.debezium.data.Envelope` and the common `source` block of Debezium 2 and 3), so
+//! its consumers (Flink's `debezium-json`/`debezium-avro-confluent`, Kafka Connect
+//! sinks with `ExtractNewRecordState`, Materialize) read it unchanged:
+//!
+//! - the envelope: `before`, `after` (row images), `source`, `transaction` (always
+//!   null: see [`Envelope::write`]), `op` (`c` create, `u` update, `d` delete, `r` read
+//!   in a snapshot), and `ts_ms`, `ts_us`, `ts_ns` (when Sluice made the event);
+//! - `source`: Debezium's common fields `version`, `connector` (`sluice`), `name` (the
+//!   pipeline), `ts_ms` (the commit's timestamp), `snapshot`, `db` (`delta`),
+//!   `sequence` (null), `ts_us`, `ts_ns`, then Sluice's own, where each Debezium
+//!   connector adds its own (Postgres `schema`, `table`, `txId`, `lsn`): `table` (the
+//!   table's location) and `commit_version` (the Delta version).
+//!
+//! The Avro records are named as Debezium's are: `<namespace>.Envelope` beside the row's
+//! `<namespace>.Value` (the namespace standing for Debezium's `<prefix>.<db>.<table>`),
+//! `io.debezium.connector.sluice.Source` and `event.block`.
 
+use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arrow_array::RecordBatch;
@@ -54,6 +67,43 @@ impl Op {
     }
 }
 
+/// The full name of `source`'s Avro record, after Debezium's
+/// `io.debezium.connector.<connector>.Source`.
+pub(crate) const SOURCE_RECORD: &str = "io.debezium.connector.sluice.Source";
+
+/// The values Debezium's `source.snapshot` enum allows (`io.debezium.data.Enum`).
+const SNAPSHOT_VALUES: &str =
+    "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental";
+
+/// One instant in Debezium's three resolutions: `ts_ms`, `ts_us`, `ts_ns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Instant {
+    millis: i64,
+    micros: i64,
+    nanos: i64,
+}
+
+impl Instant {
+    fn from_micros(micros: i64) -> Instant {
+        Instant {
+            millis: micros.div_euclid(1000),
+            micros,
+            nanos: micros.saturating_mul(1000),
+        }
+    }
+
+    fn now() -> Instant {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        Instant {
+            millis: nanos.div_euclid(1_000_000),
+            micros: nanos.div_euclid(1000),
+            nanos,
+        }
+    }
+}
+
 /// What every event of one batch shares.
 pub(crate) struct Envelope<'a> {
     /// Whether the batch is part of an initial snapshot.
@@ -62,7 +112,7 @@ pub(crate) struct Envelope<'a> {
     timestamps: Column<'a>,
     pipeline: &'a str,
     table: &'a str,
-    processed_ms: i64,
+    processed: Instant,
 }
 
 impl<'a> Envelope<'a> {
@@ -72,9 +122,6 @@ impl<'a> Envelope<'a> {
         format: &'a Format,
     ) -> Result<Envelope<'a>, HelperError> {
         let column = |name| Column::find(batch, name).map_err(|e| HelperError(e.to_string()));
-        let processed_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
         Ok(Envelope {
             snapshot: batch
                 .schema_ref()
@@ -85,23 +132,30 @@ impl<'a> Envelope<'a> {
             timestamps: column(COMMIT_TIMESTAMP)?,
             pipeline: &format.pipeline,
             table: &format.table,
-            processed_ms,
+            processed: Instant::now(),
         })
     }
 
-    fn commit(&self, row: usize) -> (i64, i64) {
+    /// The commit version and timestamp of `row`.
+    fn commit(&self, row: usize) -> (i64, Instant) {
         let version = match self.versions.value(row) {
             Value::Int(v) => v,
             _ => 0,
         };
-        let millis = match self.timestamps.value(row) {
-            Value::Timestamp(micros) | Value::TimestampNtz(micros) => micros.div_euclid(1000),
+        let micros = match self.timestamps.value(row) {
+            Value::Timestamp(micros) | Value::TimestampNtz(micros) => micros,
             _ => 0,
         };
-        (version, millis)
+        (version, Instant::from_micros(micros))
     }
 
     /// Writes `event`, which row `row` (its commit) made, its images written by `rows`.
+    ///
+    /// `transaction` is written null, as Debezium does without
+    /// `provide.transaction.metadata`: its `total_order` counts the event among all of
+    /// the transaction's, which a batch of a commit split over several does not know,
+    /// and Debezium's consumers of the block expect the BEGIN and END events of a
+    /// transaction topic beside it. The commit is `source.commit_version`.
     pub(crate) fn write(
         &self,
         rows: &RowWriter<'_>,
@@ -111,7 +165,7 @@ impl<'a> Envelope<'a> {
         out: &mut Vec<u8>,
     ) {
         let Event { op, before, after } = event;
-        let (version, commit_ms) = self.commit(row);
+        let (version, commit) = self.commit(row);
         let snapshot = if self.snapshot { "true" } else { "false" };
         match format {
             ValueFormat::Avro => {
@@ -124,17 +178,34 @@ impl<'a> Envelope<'a> {
                         }
                     }
                 }
+                // source
                 for text in [env!("CARGO_PKG_VERSION"), "sluice", self.pipeline] {
                     write_bytes(out, text.as_bytes());
                 }
-                write_long(out, commit_ms);
-                for text in [snapshot, "delta", self.table] {
-                    write_bytes(out, text.as_bytes());
+                write_long(out, commit.millis);
+                // snapshot: the enum's string is the union's first branch.
+                write_long(out, 0);
+                write_bytes(out, snapshot.as_bytes());
+                write_bytes(out, b"delta");
+                // sequence: null.
+                write_long(out, 0);
+                for micros_or_nanos in [commit.micros, commit.nanos] {
+                    write_long(out, 1);
+                    write_long(out, micros_or_nanos);
                 }
+                write_bytes(out, self.table.as_bytes());
                 write_long(out, version);
+                // transaction: null.
+                write_long(out, 0);
                 write_bytes(out, op.code().as_bytes());
-                write_long(out, 1);
-                write_long(out, self.processed_ms);
+                for time in [
+                    self.processed.millis,
+                    self.processed.micros,
+                    self.processed.nanos,
+                ] {
+                    write_long(out, 1);
+                    write_long(out, time);
+                }
             }
             ValueFormat::Json | ValueFormat::JsonSchema | ValueFormat::Protobuf => {
                 let mut text = String::from("{\"before\":");
@@ -153,53 +224,93 @@ impl<'a> Envelope<'a> {
                 write_json_string(&mut text, env!("CARGO_PKG_VERSION"));
                 text.push_str(",\"connector\":\"sluice\",\"name\":");
                 write_json_string(&mut text, self.pipeline);
-                text.push_str(&format!(
-                    ",\"ts_ms\":{commit_ms},\"snapshot\":\"{snapshot}\",\"db\":\"delta\",\"table\":"
-                ));
+                let _ = write!(
+                    text,
+                    ",\"ts_ms\":{},\"snapshot\":\"{snapshot}\",\"db\":\"delta\",\"sequence\":null,\"ts_us\":{},\"ts_ns\":{},\"table\":",
+                    commit.millis, commit.micros, commit.nanos
+                );
                 write_json_string(&mut text, self.table);
-                text.push_str(&format!(
-                    ",\"commit_version\":{version}}},\"op\":\"{}\",\"ts_ms\":{}}}",
+                let _ = write!(
+                    text,
+                    ",\"commit_version\":{version}}},\"transaction\":null,\"op\":\"{}\",\"ts_ms\":{},\"ts_us\":{},\"ts_ns\":{}}}",
                     op.code(),
-                    self.processed_ms
-                ));
+                    self.processed.millis,
+                    self.processed.micros,
+                    self.processed.nanos
+                );
                 out.extend_from_slice(text.as_bytes());
             }
         }
     }
 }
 
-/// The envelope's Avro schema around `row`, the schema of a row image.
+/// The envelope's Avro schema around `row`, the schema of a row image, as Confluent's
+/// `AvroConverter` writes Debezium's: optional fields are unions with `null` first
+/// (default null), but `snapshot`'s, whose default is `"false"`; `connect.*`
+/// properties keep Kafka Connect's names and the enum's values for Connect readers.
 pub(crate) fn avro_schema(format: &Format, row: Json, names: &mut Names) -> Json {
     // The row's record is defined in `before` and named in `after`, in full: a
     // supplied record has a namespace of its own.
     let row_name = crate::avro::full_name_of(&row);
     let envelope = names.claim("Envelope");
-    let source = names.claim("Source");
     let string = |name: &str| json!({"name": name, "type": "string"});
+    let long = |name: &str| json!({"name": name, "type": "long"});
+    let optional =
+        |name: &str, kind: Json| json!({"name": name, "type": ["null", kind], "default": null});
+    let (source_namespace, source_name) = SOURCE_RECORD
+        .rsplit_once('.')
+        .unwrap_or(("", SOURCE_RECORD));
     json!({
         "type": "record",
         "name": envelope,
         "namespace": format.namespace,
         "fields": [
-            {"name": "before", "type": ["null", row], "default": null},
-            {"name": "after", "type": ["null", row_name], "default": null},
+            optional("before", row),
+            optional("after", json!(row_name)),
             {"name": "source", "type": {
                 "type": "record",
-                "name": source,
+                "name": source_name,
+                "namespace": source_namespace,
                 "fields": [
                     string("version"),
                     string("connector"),
                     string("name"),
-                    {"name": "ts_ms", "type": "long"},
-                    string("snapshot"),
+                    long("ts_ms"),
+                    {"name": "snapshot", "type": [{
+                        "type": "string",
+                        "connect.version": 1,
+                        "connect.parameters": {"allowed": SNAPSHOT_VALUES},
+                        "connect.default": "false",
+                        "connect.name": "io.debezium.data.Enum",
+                    }, "null"], "default": "false"},
                     string("db"),
+                    optional("sequence", json!("string")),
+                    optional("ts_us", json!("long")),
+                    optional("ts_ns", json!("long")),
                     string("table"),
-                    {"name": "commit_version", "type": "long"},
+                    long("commit_version"),
                 ],
+                "connect.name": SOURCE_RECORD,
             }},
+            optional("transaction", json!({
+                "type": "record",
+                "name": "block",
+                "namespace": "event",
+                "fields": [
+                    string("id"),
+                    long("total_order"),
+                    long("data_collection_order"),
+                ],
+                "connect.version": 1,
+                "connect.name": "event.block",
+            })),
             string("op"),
-            {"name": "ts_ms", "type": ["null", "long"], "default": null},
+            optional("ts_ms", json!("long")),
+            optional("ts_us", json!("long")),
+            optional("ts_ns", json!("long")),
         ],
+        "connect.version": 2,
+        "connect.name": crate::format::full_name(&format.namespace, &envelope),
     })
 }
 
@@ -212,6 +323,8 @@ pub(crate) fn json_schema(format: &Format, mut row: Json) -> Json {
     let image = json!({"oneOf": [{"type": "null"}, row]});
     let string = json!({"type": "string"});
     let integer = json!({"type": "integer"});
+    let optional = |kind: &Json| json!({"oneOf": [{"type": "null"}, kind]});
+    let snapshot: Vec<&str> = SNAPSHOT_VALUES.split(',').collect();
     json!({
         "$schema": "http://json-schema.org/draft-07/schema#",
         "title": format.value_name(),
@@ -221,16 +334,29 @@ pub(crate) fn json_schema(format: &Format, mut row: Json) -> Json {
             "after": image,
             "source": {
                 "type": "object",
+                "title": SOURCE_RECORD,
                 "properties": {
                     "version": string, "connector": string, "name": string,
-                    "ts_ms": integer, "snapshot": string, "db": string, "table": string,
-                    "commit_version": integer,
+                    "ts_ms": integer,
+                    "snapshot": {"oneOf": [{"type": "null"}, {"type": "string", "enum": snapshot}]},
+                    "db": string,
+                    "sequence": optional(&string),
+                    "ts_us": optional(&integer), "ts_ns": optional(&integer),
+                    "table": string, "commit_version": integer,
                 },
-                "required": ["version", "connector", "name", "ts_ms", "snapshot", "db", "table", "commit_version"],
+                "required": ["version", "connector", "name", "ts_ms", "db", "table", "commit_version"],
             },
+            "transaction": optional(&json!({
+                "type": "object",
+                "title": "event.block",
+                "properties": {"id": string, "total_order": integer, "data_collection_order": integer},
+                "required": ["id", "total_order", "data_collection_order"],
+            })),
             "op": {"type": "string", "enum": ["c", "u", "d", "r"]},
-            "ts_ms": integer,
+            "ts_ms": optional(&integer),
+            "ts_us": optional(&integer),
+            "ts_ns": optional(&integer),
         },
-        "required": ["before", "after", "source", "op", "ts_ms"],
+        "required": ["before", "after", "source", "op"],
     })
 }

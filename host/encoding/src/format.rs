@@ -53,7 +53,8 @@ pub enum Envelope {
     /// The row's fields themselves.
     #[default]
     None,
-    /// Debezium's change event: `before`, `after`, `op`, `source`, `ts_ms`.
+    /// Debezium's change event: `before`, `after`, `source`, `transaction`, `op`,
+    /// `ts_ms`, `ts_us`, `ts_ns`.
     Debezium,
 }
 
@@ -131,6 +132,18 @@ pub fn invalid_avro_name(name: &str, dotted: bool) -> Option<String> {
     })
 }
 
+/// The namespace of a Debezium envelope's records when the pipeline names none:
+/// `<pipeline>.delta.<table>`, as Debezium's are `<topic.prefix>.<db>.<table>` (the
+/// pipeline is `source.name`, `delta` is `source.db`, the table is the last segment of
+/// its location), each part made an Avro name as Debezium's name adjuster does.
+pub fn debezium_namespace(pipeline: &str, table: &str) -> String {
+    let table = table.trim_end_matches('/');
+    let table = table.rsplit(['/', '\\']).next().unwrap_or(table);
+    [pipeline, "delta", table]
+        .map(crate::avro::avro_name)
+        .join(".")
+}
+
 /// `namespace.name`, or `name` without a namespace.
 pub(crate) fn full_name(namespace: &str, name: &str) -> String {
     if namespace.is_empty() {
@@ -154,5 +167,23 @@ impl Default for Format {
             protobuf: None,
             supplied: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_debezium_namespace_is_the_pipeline_delta_and_the_tables_name() {
+        assert_eq!(
+            debezium_namespace("gold-deals", "s3://lake/crm/deals/"),
+            "gold_deals.delta.deals"
+        );
+        assert_eq!(
+            debezium_namespace("gold", "/data/2024 deals"),
+            "gold.delta._2024_deals"
+        );
+        assert_eq!(invalid_avro_name(&debezium_namespace("", ""), true), None);
     }
 }

@@ -29,7 +29,7 @@ use sluice_model::helpers::{EncodeSpec, HelperError, RecordSink};
 
 pub use debezium::SNAPSHOT_METADATA;
 pub use decode::decode;
-pub use format::{Envelope, Format, KeyFormat, ValueFormat, invalid_avro_name};
+pub use format::{Envelope, Format, KeyFormat, ValueFormat, debezium_namespace, invalid_avro_name};
 pub use framing::{
     FRAME_LEN, Framed, SchemaKind, SchemaReference, SubjectStrategy, WriterSchema, write_id,
 };

@@ -2,7 +2,7 @@
 
 use std::cell::RefCell;
 
-use sluice_model::{Column, JsonKey, JsonObject, write_json_string};
+use sluice_model::{Column, JsonKey, JsonObject, write_json_string, write_json_value};
 
 use crate::avro;
 use crate::protobuf::MessageWriter;
@@ -34,14 +34,16 @@ impl RowWriter<'_> {
                 buffer,
             } => {
                 let mut buffer = buffer.borrow_mut();
-                let mut object = JsonObject::in_buffer(std::mem::take(&mut *buffer));
-                for (key, _, column) in fields {
-                    object.push_keyed(key, &column.value(row));
-                }
-                let mut text = object.finish();
-                if *with_nulls {
-                    text = with_null_fields(fields, row, text);
-                }
+                let text = match with_nulls {
+                    true => with_null_fields(fields, row, std::mem::take(&mut *buffer)),
+                    false => {
+                        let mut object = JsonObject::in_buffer(std::mem::take(&mut *buffer));
+                        for (key, _, column) in fields {
+                            object.push_keyed(key, &column.value(row));
+                        }
+                        object.finish()
+                    }
+                };
                 out.extend_from_slice(text.as_bytes());
                 *buffer = text;
             }
@@ -51,22 +53,22 @@ impl RowWriter<'_> {
     }
 }
 
-/// Debezium's JSON carries every field, null ones as `null`: the nulls the plain
-/// writer left out are appended.
+/// Debezium's JSON carries every field in the row's order, null ones as `null`
+/// (Kafka Connect's `JsonConverter` writes a struct's fields in schema order).
 fn with_null_fields(
     fields: &[(JsonKey, &str, Column<'_>)],
     row: usize,
     mut text: String,
 ) -> String {
-    text.pop();
-    for (_, name, column) in fields {
-        if column.is_null(row) {
-            if text.len() > 1 {
-                text.push(',');
-            }
-            write_json_string(&mut text, name);
-            text.push_str(":null");
+    text.clear();
+    text.push('{');
+    for (i, (_, name, column)) in fields.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
         }
+        write_json_string(&mut text, name);
+        text.push(':');
+        write_json_value(&mut text, &column.value(row));
     }
     text.push('}');
     text

@@ -252,6 +252,140 @@ fn debezium_pairs_an_update_and_follows_a_delete_with_a_tombstone() {
 }
 
 #[test]
+fn debezium_json_keeps_debeziums_field_order_with_nulls_in_place() {
+    let fields = ValueEncoding::Json(vec![
+        ("id".into(), FieldValue::Column("id".into())),
+        ("amount".into(), FieldValue::Column("amount".into())),
+        ("price".into(), FieldValue::Column("price".into())),
+    ]);
+    let (records, _) = run(
+        &spec(fields),
+        &format(ValueFormat::Json, Envelope::Debezium),
+    );
+    let update = std::str::from_utf8(records[1].value.as_ref().unwrap()).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(update).unwrap();
+    let (ms, us, ns) = (&parsed["ts_ms"], &parsed["ts_us"], &parsed["ts_ns"]);
+    // The post-image's amount and price are null: written in their places, not last.
+    let expected = format!(
+        concat!(
+            r#"{{"before":{{"id":"b","amount":-1,"price":-0.05}},"#,
+            r#""after":{{"id":"b","amount":null,"price":null}},"#,
+            r#""source":{{"version":"{version}","connector":"sluice","name":"gold","#,
+            r#""ts_ms":2,"snapshot":"false","db":"delta","sequence":null,"#,
+            r#""ts_us":2000,"ts_ns":2000000,"table":"deals","commit_version":2}},"#,
+            r#""transaction":null,"op":"u","ts_ms":{ms},"ts_us":{us},"ts_ns":{ns}}}"#
+        ),
+        version = env!("CARGO_PKG_VERSION"),
+        ms = ms,
+        us = us,
+        ns = ns,
+    );
+    assert_eq!(update, expected);
+    let (ms, us, ns) = (
+        ms.as_i64().unwrap(),
+        us.as_i64().unwrap(),
+        ns.as_i64().unwrap(),
+    );
+    assert_eq!(
+        (us / 1000, ns / 1000),
+        (ms, us),
+        "one instant in three units"
+    );
+}
+
+#[test]
+fn debezium_avro_records_are_named_and_ordered_as_debeziums() {
+    let avro = Format {
+        namespace: debezium_namespace("gold", "s3://lake/crm/deals/"),
+        ..format(ValueFormat::Avro, Envelope::Debezium)
+    };
+    let (records, encoded) = run(&spec(ValueEncoding::JsonRow), &avro);
+    let schema = encoded.value.unwrap();
+    assert_eq!(schema.name, "gold.delta.deals.Envelope");
+    let envelope: serde_json::Value = serde_json::from_str(&schema.text).unwrap();
+    let names = |record: &serde_json::Value| -> Vec<String> {
+        record["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&envelope),
+        [
+            "before",
+            "after",
+            "source",
+            "transaction",
+            "op",
+            "ts_ms",
+            "ts_us",
+            "ts_ns"
+        ]
+    );
+    assert_eq!(envelope["fields"][0]["type"][1]["name"], "Value");
+    let source = &envelope["fields"][2]["type"];
+    assert_eq!(
+        (&source["namespace"], &source["name"]),
+        (
+            &serde_json::json!("io.debezium.connector.sluice"),
+            &serde_json::json!("Source")
+        )
+    );
+    assert_eq!(
+        names(source),
+        [
+            "version",
+            "connector",
+            "name",
+            "ts_ms",
+            "snapshot",
+            "db",
+            "sequence",
+            "ts_us",
+            "ts_ns",
+            "table",
+            "commit_version"
+        ]
+    );
+    let transaction = &envelope["fields"][3]["type"][1];
+    assert_eq!(
+        (&transaction["namespace"], &transaction["name"]),
+        (&serde_json::json!("event"), &serde_json::json!("block"))
+    );
+    assert_eq!(
+        names(transaction),
+        ["id", "total_order", "data_collection_order"]
+    );
+    // What Avro readers make of the bytes, through the registered schema.
+    let delete = decode(&schema, records[2].value.as_ref().unwrap(), None).unwrap();
+    assert_eq!(delete["op"], "d");
+    assert_eq!(delete["transaction"], serde_json::Value::Null);
+    let source = &delete["source"];
+    assert_eq!(
+        (
+            &source["ts_ms"],
+            &source["ts_us"],
+            &source["ts_ns"],
+            &source["commit_version"]
+        ),
+        (
+            &serde_json::json!(3),
+            &serde_json::json!(3000),
+            &serde_json::json!(3_000_000),
+            &serde_json::json!(3)
+        )
+    );
+    assert_eq!(source["snapshot"], "false");
+    assert_eq!(source["sequence"], serde_json::Value::Null);
+    assert_eq!(
+        delete["ts_us"].as_i64().unwrap() / 1000,
+        delete["ts_ms"].as_i64().unwrap()
+    );
+}
+
+#[test]
 fn snapshot_rows_are_reads() {
     let batch = batch();
     let schema = batch

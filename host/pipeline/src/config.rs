@@ -10,7 +10,7 @@ use std::sync::Arc;
 use sluice_catalog::{Catalog, TableName, UnityCatalog};
 use sluice_encoding::{
     Envelope, Format, KeyFormat, ProtobufSchema, SubjectStrategy, SuppliedSchema, ValueFormat,
-    invalid_avro_name,
+    debezium_namespace, invalid_avro_name,
 };
 use sluice_engine::CompileBudget;
 use sluice_registry::{RegistryAuth, RegistrySettings};
@@ -283,7 +283,8 @@ pub struct EncodingSection {
     /// Debezium envelope's record is `Envelope`).
     #[serde(default)]
     pub record_name: Option<String>,
-    /// Namespace of the Avro records (default `sluice`).
+    /// Namespace of the Avro records (default `sluice`; with the Debezium envelope
+    /// `<pipeline>.delta.<table>`, where Debezium's are `<prefix>.<db>.<table>`).
     #[serde(default)]
     pub namespace: Option<String>,
 }
@@ -798,7 +799,13 @@ impl PipelineConfig {
             envelope: encoding.envelope,
             tombstones_after_delete: encoding.tombstones_after_delete,
             record_name: encoding.record_name.clone().unwrap_or(defaults.record_name),
-            namespace: encoding.namespace.clone().unwrap_or(defaults.namespace),
+            namespace: match (&encoding.namespace, encoding.envelope) {
+                (Some(namespace), _) => namespace.clone(),
+                (None, Envelope::Debezium) => {
+                    debezium_namespace(&self.pipeline.name, &self.source.table)
+                }
+                (None, Envelope::None) => defaults.namespace,
+            },
             pipeline: self.pipeline.name.clone(),
             table: self.source.table.clone(),
             protobuf: encoding.protobuf.clone(),
@@ -986,6 +993,20 @@ mod tests {
             error,
             "[sink.encoding] json_schema is only used with value = \"json-schema\""
         );
+    }
+
+    #[test]
+    fn debezium_records_are_named_after_the_pipeline_and_table_unless_a_namespace_is_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |encoding: &str| {
+            let text = format!("{MINIMAL}\n[sink.encoding]\n{encoding}\n");
+            PipelineConfig::parse(&text, dir.path()).unwrap().format()
+        };
+        let debezium = with("envelope = \"debezium\"");
+        assert_eq!(debezium.value_name(), "deals.delta.deals.Envelope");
+        let named = with("envelope = \"debezium\"\nnamespace = \"crm.gold\"");
+        assert_eq!(named.value_name(), "crm.gold.Envelope");
+        assert_eq!(with("").namespace, "sluice");
     }
 
     #[test]

@@ -429,9 +429,19 @@ fn debezium_events_pair_updates_and_follow_deletes_with_tombstones() {
         // Debezium's envelope (serde_json lists the fields sorted).
         assert_eq!(
             fields,
-            ["after", "before", "op", "source", "ts_ms"],
+            [
+                "after",
+                "before",
+                "op",
+                "source",
+                "transaction",
+                "ts_ms",
+                "ts_ns",
+                "ts_us"
+            ],
             "{key}"
         );
+        assert_eq!(event["transaction"], Value::Null, "{key}");
         let source = &event["source"];
         assert_eq!(source["connector"], "sluice");
         assert_eq!(source["db"], "delta");
@@ -441,6 +451,18 @@ fn debezium_events_pair_updates_and_follow_deletes_with_tombstones() {
             "{source}"
         );
         assert!(event["ts_ms"].as_i64().unwrap() >= source["ts_ms"].as_i64().unwrap());
+        assert_eq!(
+            (source["ts_us"].as_i64(), source["ts_ns"].as_i64()),
+            (
+                source["ts_ms"].as_i64().map(|ms| ms * 1000),
+                source["ts_ms"].as_i64().map(|ms| ms * 1_000_000)
+            ),
+            "{source}"
+        );
+        assert_eq!(
+            event["ts_us"].as_i64().unwrap() / 1000,
+            event["ts_ms"].as_i64().unwrap()
+        );
         match event["op"].as_str().unwrap() {
             "c" => {
                 assert!(event["before"].is_null() && event["after"]["documentId"] == key.as_str())
@@ -478,6 +500,20 @@ fn debezium_events_pair_updates_and_follow_deletes_with_tombstones() {
     assert_eq!(
         (schema["name"].as_str(), schema["namespace"].as_str()),
         (Some("Envelope"), Some("crm.deals"))
+    );
+    // Debezium's names for the source block and the transaction block.
+    let source = &schema["fields"][2]["type"];
+    assert_eq!(
+        (source["name"].as_str(), source["namespace"].as_str()),
+        (Some("Source"), Some("io.debezium.connector.sluice"))
+    );
+    let transaction = &schema["fields"][3]["type"][1];
+    assert_eq!(
+        (
+            transaction["name"].as_str(),
+            transaction["namespace"].as_str()
+        ),
+        (Some("block"), Some("event"))
     );
     assert_eq!(versions(&format!("{topic}-key")), [1]);
 }

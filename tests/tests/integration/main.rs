@@ -12,6 +12,7 @@ mod cluster_plumbing;
 mod cluster_start;
 mod console;
 mod contract;
+mod debezium;
 mod delivery;
 mod deploy_safety;
 mod encodings;

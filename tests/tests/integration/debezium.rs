@@ -1,0 +1,299 @@
+//! Sluice's Debezium change events read by real Debezium-format readers: Flink SQL's
+//! `debezium-json` format (Flink's own deserializer, `tests/support/flink-debezium`)
+//! reads the events a pipeline wrote of a real Delta table's change feed into the real
+//! broker, and every field it reads is checked against the change feed; Confluent's
+//! JSON Schema deserializer validates the events against the envelope's registered
+//! schema.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use sluice_tests::{
+    Extra, PipelineFiles, consume_all, deals_table, flink_debezium_read, kafka_bootstrap,
+    registry_decoded, registry_url, repo_root, run_to_latest, transform_component, unique_topic,
+};
+
+/// gold-deals' columns as a Flink table declares them.
+const COLUMNS: [&str; 10] = [
+    "documentId:STRING",
+    "eventTimestamp:TIMESTAMP_LTZ",
+    "owner_id:STRING",
+    "owner_type:STRING",
+    "account_id:STRING",
+    "manager_account_id:STRING",
+    "hubspot_deal_id:STRING",
+    "stage:STRING",
+    "status:STRING",
+    "title:STRING",
+];
+
+/// Confluent's frame before a value: the magic byte and the schema id.
+const FRAME_LEN: usize = 5;
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The table's change feed, read from its log and Parquet files without a Delta library
+/// (`tests/support/expected_changes.py`).
+fn change_feed(table: &Path) -> Vec<Value> {
+    let output = Command::new("python3")
+        .arg(repo_root().join("tests/support/expected_changes.py"))
+        .arg(table)
+        .output()
+        .expect("python3 runs");
+    assert!(output.status.success(), "expected_changes.py failed");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Milliseconds since the epoch of an ISO-8601 instant in UTC.
+fn millis(text: &str) -> i64 {
+    let time = humantime::parse_rfc3339_weak(&text.replace("+00:00", "Z")).unwrap();
+    time.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// A change row as gold-deals-helpers writes it, in Flink's terms.
+fn gold(change: &Value) -> Value {
+    let document = &change["fullDocument"];
+    let text = |value: &Value| value.as_str().map_or(Value::Null, |s| json!(s));
+    // Spark's substring(owner_id, 11, 24): the ObjectId's hex digits.
+    let cut = |value: &Value| {
+        value.as_str().map_or(Value::Null, |s| {
+            json!(s.chars().skip(10).take(24).collect::<String>())
+        })
+    };
+    json!({
+        "documentId": text(&change["documentId"]),
+        "eventTimestamp": millis(change["eventTimestamp"].as_str().unwrap()),
+        "owner_id": cut(&document["owner_id"]),
+        "owner_type": text(&document["owner_type"]),
+        "account_id": cut(&document["account_id"]),
+        "manager_account_id": cut(&document["manager_account_id"]),
+        "hubspot_deal_id": text(&document["hubspot_deal_id"]),
+        "stage": text(&document["stage"]),
+        "status": text(&document["status"]),
+        "title": text(&document["title"]),
+    })
+}
+
+/// The commit timestamp of `version` in milliseconds: without in-commit timestamps,
+/// Delta's is the modification time of the version's log file.
+fn commit_millis(table: &Path, version: u64) -> i64 {
+    let log = table.join(format!("_delta_log/{version:020}.json"));
+    let modified = std::fs::metadata(&log).unwrap().modified().unwrap();
+    modified.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// Every row Flink should emit for the change feed of `table`, which pipeline `name`
+/// read: one `-U`/`+U` pair per update, each with the metadata columns of its commit
+/// (but `ingestion-timestamp`, when Sluice made the event).
+fn expected_rows(table: &Path, name: &str) -> Vec<Value> {
+    let location = table.display().to_string();
+    let metadata = |version: u64| {
+        let commit = commit_millis(table, version);
+        json!({
+            "source.timestamp": commit,
+            "source.database": "delta",
+            "source.schema": null,
+            "source.table": location,
+            "source.properties": {
+                "version": env!("CARGO_PKG_VERSION"),
+                "connector": "sluice",
+                "name": name,
+                "ts_ms": commit.to_string(),
+                "snapshot": "false",
+                "db": "delta",
+                "sequence": null,
+                "ts_us": (commit * 1000).to_string(),
+                "ts_ns": (commit * 1_000_000).to_string(),
+                "table": location,
+                "commit_version": version.to_string(),
+            },
+        })
+    };
+    let row = |kind: &str, change: &Value| {
+        let mut row = metadata(change["_commit_version"].as_u64().unwrap());
+        row["kind"] = json!(kind);
+        row["row"] = gold(change);
+        row
+    };
+    let mut rows = Vec::new();
+    for change in change_feed(table) {
+        match change["_change_type"].as_str().unwrap() {
+            "insert" => rows.push(row("+I", &change)),
+            "update_preimage" => rows.push(row("-U", &change)),
+            "update_postimage" => rows.push(row("+U", &change)),
+            "delete" => rows.push(row("-D", &change)),
+            other => panic!("change type {other}"),
+        }
+    }
+    rows
+}
+
+fn sorted_texts(rows: &[Value]) -> Vec<String> {
+    let mut texts: Vec<String> = rows.iter().map(Value::to_string).collect();
+    texts.sort();
+    texts
+}
+
+/// The scenario's deals table and a pipeline that writes gold-deals-helpers' events of
+/// every change type, pre-images too, to a topic of its own with `[sink]` lines `sink`.
+struct Scenario {
+    table: std::path::PathBuf,
+    topic: String,
+    files: PipelineFiles,
+}
+
+impl Scenario {
+    fn new(work: &Path, topic: &str, sink: &str) -> Scenario {
+        let table = work.join("deals");
+        deals_table(&table, &["scenario"]);
+        let topic = unique_topic(topic);
+        let files = PipelineFiles::new(
+            &table,
+            &transform_component("gold-deals-helpers"),
+            &topic,
+            &kafka_bootstrap(),
+            Extra {
+                sink,
+                params: "change_types = \"insert,update_preimage,update_postimage,delete\"",
+                ..Extra::default()
+            },
+        );
+        Scenario {
+            table,
+            topic,
+            files,
+        }
+    }
+
+    /// Runs the pipeline to the table's latest version.
+    fn run(&self) {
+        run_to_latest(&self.files.config);
+    }
+}
+
+#[test]
+fn flinks_debezium_json_reads_every_field_of_the_events_as_the_change_feed_has_it() {
+    let work = tempfile::tempdir().unwrap();
+    let scenario = Scenario::new(
+        work.path(),
+        "debezium-flink",
+        "[sink.encoding]\nenvelope = \"debezium\"\n",
+    );
+    let (table, topic) = (&scenario.table, &scenario.topic);
+    let started = now_millis();
+    scenario.run();
+    let finished = now_millis();
+    let records = consume_all(topic);
+    let values: Vec<Option<String>> = records.iter().map(|r| r.value.clone()).collect();
+    let read = flink_debezium_read(&COLUMNS, &values);
+    assert_eq!(read.len(), records.len(), "one answer per record");
+
+    let mut emitted = Vec::new();
+    let mut versions: HashMap<String, Vec<u64>> = HashMap::new();
+    for (i, (record, rows)) in records.iter().zip(&read).enumerate() {
+        let key = record.key.clone().unwrap();
+        let rows = rows.as_array().unwrap();
+        let Some(value) = &record.value else {
+            // A tombstone: Flink skips it; Sluice writes one after each delete.
+            assert!(rows.is_empty(), "{rows:?}");
+            let before = &read[i - 1][0];
+            assert_eq!(
+                (
+                    before["kind"].as_str(),
+                    before["row"]["documentId"].as_str()
+                ),
+                (Some("-D"), Some(key.as_str())),
+                "the tombstone of {key} follows its delete"
+            );
+            continue;
+        };
+        let raw: Value = serde_json::from_str(value).unwrap();
+        // What Flink does not read of the envelope: one instant in three units, and no
+        // transaction block.
+        let (ms, us, ns) = (
+            raw["ts_ms"].as_i64().unwrap(),
+            raw["ts_us"].as_i64().unwrap(),
+            raw["ts_ns"].as_i64().unwrap(),
+        );
+        assert_eq!((us / 1000, ns / 1000), (ms, us), "{value}");
+        assert!((started..=finished).contains(&ms), "{value}");
+        assert_eq!(raw["transaction"], Value::Null, "{value}");
+        let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+        let expected_kinds: &[&str] = match raw["op"].as_str().unwrap() {
+            "c" => &["+I"],
+            "u" => &["-U", "+U"],
+            "d" => &["-D"],
+            op => panic!("op {op} in {value}"),
+        };
+        assert_eq!(kinds, expected_kinds, "{value}");
+        for row in rows {
+            let mut row = row.clone();
+            // Flink's ingestion-timestamp is the envelope's ts_ms.
+            let ingested = row.as_object_mut().unwrap().remove("ingestion-timestamp");
+            assert_eq!(ingested, Some(json!(ms)), "{value}");
+            assert_eq!(row["row"]["documentId"], key.as_str(), "{value}");
+            let version = row["source.properties"]["commit_version"].as_str().unwrap();
+            versions
+                .entry(key.clone())
+                .or_default()
+                .push(version.parse().unwrap());
+            emitted.push(row);
+        }
+    }
+    // A key's events come in commit order.
+    for (key, versions) in &versions {
+        assert!(versions.is_sorted(), "{key}: {versions:?}");
+    }
+    let expected = expected_rows(table, topic);
+    assert_eq!(
+        sorted_texts(&emitted),
+        sorted_texts(&expected),
+        "what Flink read against the change feed"
+    );
+    // The scenario: 31 creates, 3 updates, 2 deletes (see scripts/deals_table.py).
+    let count = |kind: &str| emitted.iter().filter(|r| r["kind"] == kind).count();
+    assert_eq!(
+        (count("+I"), count("+U"), count("-D")),
+        (31, 3, 2),
+        "{emitted:?}"
+    );
+}
+
+#[test]
+fn json_schema_events_validate_against_their_registered_schema_in_confluents_reader() {
+    let work = tempfile::tempdir().unwrap();
+    let sink = format!(
+        "[sink.encoding]\nvalue = \"json-schema\"\nenvelope = \"debezium\"\n[sink.schema_registry]\nurl = \"{}\"\n",
+        registry_url()
+    );
+    let scenario = Scenario::new(work.path(), "debezium-json-schema", &sink);
+    scenario.run();
+    let topic = &scenario.topic;
+    // Confluent's JSONDeserializer validates each value against the registered schema.
+    let decoded = registry_decoded(topic, "json-schema", &["--keep-nulls"]);
+    let written: Vec<String> = consume_all(topic)
+        .iter()
+        .map(|record| {
+            let value = record
+                .value
+                .as_ref()
+                .map_or("<tombstone>".to_string(), |v| {
+                    v.get(FRAME_LEN..).unwrap_or_default().to_string()
+                });
+            format!("{}\t{value}", record.key.as_deref().unwrap_or_default())
+        })
+        .collect();
+    assert_eq!(decoded, written);
+    assert_eq!(decoded.len(), 36 + 2, "36 events and 2 tombstones");
+}
