@@ -1,7 +1,7 @@
 //! Debezium's change-event envelope, field for field as Debezium's connectors write it
-//! (`io.debezium.data.Envelope` and the common `source` block of Debezium 2 and 3), so
-//! its consumers (Flink's `debezium-json`/`debezium-avro-confluent`, Kafka Connect
-//! sinks with `ExtractNewRecordState`, Materialize) read it unchanged:
+//! (its current `io.debezium.data.Envelope` and common `source` block), so that its
+//! consumers (Flink's `debezium-json`/`debezium-avro-confluent`, Kafka Connect sinks
+//! with `ExtractNewRecordState`) read it as Debezium's:
 //!
 //! - the envelope: `before`, `after` (row images), `source`, `transaction` (always
 //!   null: see [`Envelope::write`]), `op` (`c` create, `u` update, `d` delete, `r` read
@@ -77,26 +77,26 @@ const SNAPSHOT_VALUES: &str =
 
 /// One instant in Debezium's three resolutions: `ts_ms`, `ts_us`, `ts_ns`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Instant {
+struct Stamp {
     millis: i64,
     micros: i64,
     nanos: i64,
 }
 
-impl Instant {
-    fn from_micros(micros: i64) -> Instant {
-        Instant {
+impl Stamp {
+    fn from_micros(micros: i64) -> Stamp {
+        Stamp {
             millis: micros.div_euclid(1000),
             micros,
             nanos: micros.saturating_mul(1000),
         }
     }
 
-    fn now() -> Instant {
+    fn now() -> Stamp {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-        Instant {
+        Stamp {
             millis: nanos.div_euclid(1_000_000),
             micros: nanos.div_euclid(1000),
             nanos,
@@ -112,7 +112,7 @@ pub(crate) struct Envelope<'a> {
     timestamps: Column<'a>,
     pipeline: &'a str,
     table: &'a str,
-    processed: Instant,
+    processed: Stamp,
 }
 
 impl<'a> Envelope<'a> {
@@ -132,12 +132,12 @@ impl<'a> Envelope<'a> {
             timestamps: column(COMMIT_TIMESTAMP)?,
             pipeline: &format.pipeline,
             table: &format.table,
-            processed: Instant::now(),
+            processed: Stamp::now(),
         })
     }
 
     /// The commit version and timestamp of `row`.
-    fn commit(&self, row: usize) -> (i64, Instant) {
+    fn commit(&self, row: usize) -> (i64, Stamp) {
         let version = match self.versions.value(row) {
             Value::Int(v) => v,
             _ => 0,
@@ -146,7 +146,7 @@ impl<'a> Envelope<'a> {
             Value::Timestamp(micros) | Value::TimestampNtz(micros) => micros,
             _ => 0,
         };
-        (version, Instant::from_micros(micros))
+        (version, Stamp::from_micros(micros))
     }
 
     /// Writes `event`, which row `row` (its commit) made, its images written by `rows`.
@@ -290,6 +290,7 @@ pub(crate) fn avro_schema(format: &Format, row: Json, names: &mut Names) -> Json
                     string("table"),
                     long("commit_version"),
                 ],
+                "connect.version": 1,
                 "connect.name": SOURCE_RECORD,
             }},
             optional("transaction", json!({
