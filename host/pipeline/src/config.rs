@@ -312,6 +312,11 @@ pub struct SchemaRegistrySection {
     /// Longest one registry request may take (default `10s`).
     #[serde(default = "default_registry_timeout", with = "humantime_serde")]
     pub timeout: Duration,
+    /// Longest the pipeline waits for a registry that gives no ids (refused connections,
+    /// timeouts, 5xx, 429) before it stops (default `10m`; `0s`: stop at the first
+    /// failure).
+    #[serde(default = "default_registry_max_outage", with = "humantime_serde")]
+    pub max_outage: Duration,
     /// The certificates `ca_location` holds, read when the config is.
     #[serde(skip)]
     pub ca_pem: Option<Vec<u8>>,
@@ -323,6 +328,10 @@ fn default_true() -> bool {
 
 fn default_registry_timeout() -> Duration {
     Duration::from_secs(10)
+}
+
+fn default_registry_max_outage() -> Duration {
+    Duration::from_secs(600)
 }
 
 /// How records reach Kafka.
@@ -938,6 +947,20 @@ mod tests {
         );
         let error = with("main.sales.deals", "url = \"http://c\"\nbearer = \"x\"").unwrap_err();
         assert!(error.contains("unknown field `bearer`"), "{error}");
+    }
+
+    #[test]
+    fn a_registry_outage_is_waited_out_for_ten_minutes_unless_configured() {
+        let with = |lines: &str| {
+            let text = format!(
+                "{MINIMAL}\n[sink.encoding]\nvalue = \"avro\"\n[sink.schema_registry]\nurl = \"http://127.0.0.1:1\"\n{lines}\n"
+            );
+            let config = PipelineConfig::parse(&text, Path::new("/")).unwrap();
+            config.sink.schema_registry.unwrap().max_outage
+        };
+        assert_eq!(with(""), Duration::from_secs(600));
+        assert_eq!(with("max_outage = \"90s\""), Duration::from_secs(90));
+        assert_eq!(with("max_outage = \"0s\""), Duration::ZERO);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Errors that stop a pipeline.
 
+use std::time::Duration;
+
 use sluice_engine::{EngineError, TransformError};
 use sluice_sink::SinkError;
-use sluice_source::SourceError;
+use sluice_source::{Position, SourceError};
 
 use crate::config::ConfigError;
 
@@ -48,6 +50,24 @@ pub enum PipelineError {
         /// The Delta version of the batch whose records waited for the id.
         version: u64,
         /// The registry's error.
+        source: Box<sluice_registry::RegistryError>,
+    },
+    /// The schema registry gave no ids for longer than `[sink.schema_registry]
+    /// max_outage`.
+    #[error(
+        "Pipeline {pipeline} stopped at table {table} {position} after waiting {} for the schema registry, the longest [sink.schema_registry] max_outage allows. The last failure: {source} Nothing is lost: once the registry answers, start the pipeline again and it resumes at {position} (or raise max_outage to wait longer).",
+        humantime::format_duration(Duration::from_secs(waited.as_secs()))
+    )]
+    RegistryOutage {
+        /// The pipeline's name.
+        pipeline: String,
+        /// The table.
+        table: String,
+        /// The last committed position, where a restart resumes.
+        position: Position,
+        /// How long the pipeline waited since the registry's first failure.
+        waited: Duration,
+        /// The registry's last error.
         source: Box<sluice_registry::RegistryError>,
     },
     /// The module framed records with its own schema and the pipeline has no registry.

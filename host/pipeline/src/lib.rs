@@ -15,6 +15,7 @@ mod fuzz;
 mod memory;
 mod metrics;
 mod module;
+mod outage;
 mod preview;
 mod progress;
 mod queue;
@@ -37,6 +38,7 @@ pub use metrics::{
     BATCH_SECONDS_BUCKETS, MetricsSnapshot, PipelineMetrics, ProgressSnapshot, StageSeconds,
 };
 pub use module::{Instance, Module};
+pub use outage::{Waiting, WaitingFor};
 pub use preview::{PreviewEncoding, PreviewOptions, PreviewSummary, preview};
 pub use run::{
     RunControls, RunMode, RunSummary, StartFrom, SwapReport, SwapRequest, run, run_controlled,

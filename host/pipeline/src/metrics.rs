@@ -8,6 +8,7 @@ use std::time::Duration;
 use sluice_engine::{TransformError, TrapKind};
 use sluice_source::{Position, StorageMetrics};
 
+use crate::outage::Waiting;
 use crate::stage::StageOutput;
 
 /// Upper bounds, in seconds, of the batch latency histogram's buckets (the last bucket,
@@ -40,6 +41,7 @@ pub struct PipelineMetrics {
     position_snapshot: AtomicBool,
     latest_version: AtomicU64,
     progress: Mutex<ProgressSnapshot>,
+    waiting: Mutex<Option<Waiting>>,
     stage_nanos: [AtomicU64; Stage::ALL.len()],
 }
 
@@ -120,7 +122,7 @@ pub struct ProgressSnapshot {
 }
 
 /// The counters at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct MetricsSnapshot {
     /// Change rows read and committed.
@@ -166,6 +168,8 @@ pub struct MetricsSnapshot {
     pub latest_version: u64,
     /// Gauge: the range being delivered.
     pub progress: ProgressSnapshot,
+    /// Gauge: what the pipeline waits for, while it waits out an outage.
+    pub waiting: Option<Waiting>,
     /// Seconds spent per stage.
     pub stage_seconds: StageSeconds,
 }
@@ -242,6 +246,10 @@ impl PipelineMetrics {
         *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = progress;
     }
 
+    pub(crate) fn record_waiting(&self, waiting: Option<Waiting>) {
+        *self.waiting.lock().unwrap_or_else(|e| e.into_inner()) = waiting;
+    }
+
     pub(crate) fn record_latest(&self, version: u64) {
         self.latest_version.store(version, Ordering::Relaxed);
     }
@@ -280,6 +288,11 @@ impl PipelineMetrics {
             },
             latest_version: load(&self.latest_version),
             progress: *self.progress.lock().unwrap_or_else(|e| e.into_inner()),
+            waiting: self
+                .waiting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
             stage_seconds: {
                 let seconds = |stage: Stage| load(&self.stage_nanos[stage as usize]) as f64 / 1e9;
                 StageSeconds {

@@ -3,7 +3,7 @@
 //! from the last commit when Kafka aborts, switched to a new module at a batch boundary.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use sluice_sink::{KafkaSink, SinkConfig, SinkError, SourcePosition};
 use sluice_source::{ChangeFeed, Position};
@@ -14,6 +14,7 @@ use crate::delivery::{Connect, Delivery};
 use crate::error::PipelineError;
 use crate::metrics::{PipelineMetrics, Stage};
 use crate::module::{Instance, Module};
+use crate::outage::{Next, Outage, Waiting, WaitingFor, epoch_ms};
 use crate::progress::Progress;
 use crate::range::{Prepared, PreparedBatch, RangeJob};
 use crate::records::RecordBuilder;
@@ -103,7 +104,8 @@ const MAX_STORAGE_PAUSE: Duration = Duration::from_secs(30);
 
 /// Failed attempts in a row, without a commit in between, after which the pipeline
 /// stops instead of retrying: the cause is not transient. With storage pauses that is
-/// about three minutes on top of the object store's own retries.
+/// about three minutes on top of the object store's own retries. The schema registry's
+/// outages are bounded by time instead ([`Outage`]).
 const MAX_RETRIES: u32 = 10;
 
 /// The Kafka settings of a pipeline.
@@ -201,9 +203,17 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
         swaps: controls.swaps,
         progress: Progress::new(name, controls.metrics.clone(), !controls.quiet_progress),
         metrics: controls.metrics,
+        max_outage: config
+            .sink
+            .schema_registry
+            .as_ref()
+            .map_or(Duration::ZERO, |registry| registry.max_outage),
+        outage: None,
     };
 
     let result = pipeline.follow(config, mode, &mut shutdown).await;
+    // A stopped pipeline waits for nothing.
+    pipeline.metrics.record_waiting(None);
     let fenced = matches!(result, Err(PipelineError::Sink(SinkError::Fenced { .. })));
     if pipeline.start_unstored && !fenced {
         // Keep where the config said to start (`latest` is another version later), so
@@ -268,6 +278,10 @@ struct Pipeline<'a, D, C> {
     swaps: Option<mpsc::Receiver<SwapRequest>>,
     progress: Progress,
     metrics: Arc<PipelineMetrics>,
+    /// `[sink.schema_registry] max_outage`.
+    max_outage: Duration,
+    /// The schema registry's outage being waited out, if it is away.
+    outage: Option<Outage>,
 }
 
 /// When sent work is committed (in exactly-once mode, when a transaction ends).
@@ -325,6 +339,10 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
                         retries = 0;
                         continue;
                     }
+                    Err(PipelineError::Registry { source, .. }) if source.is_transient() => {
+                        self.wait_for_registry(*source, shutdown).await?;
+                        continue;
+                    }
                     Err(e) if e.is_retriable() && retries < MAX_RETRIES => {
                         retries = if self.summary.position == before {
                             retries + 1
@@ -369,8 +387,8 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
     }
 
     /// Counts and logs a failure the pipeline retries, and waits before the retry (or
-    /// until shutdown): a moment for Kafka and the registry; for storage, twice as long
-    /// each time up to [`MAX_STORAGE_PAUSE`], as its outages last longer.
+    /// until shutdown): a moment for Kafka; for storage, twice as long each time up to
+    /// [`MAX_STORAGE_PAUSE`], as its outages last longer.
     async fn pause_before_retry(
         &mut self,
         error: &PipelineError,
@@ -386,11 +404,6 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
                     .min(MAX_STORAGE_PAUSE);
                 tracing::warn!(pipeline = name, error = %error, %position, retry = retries, pause_seconds = pause.as_secs_f64(), "Reading the table failed; reading again from the last committed position after a pause.");
                 pause
-            }
-            PipelineError::Registry { .. } => {
-                self.metrics.count_registry_retry();
-                tracing::warn!(pipeline = name, error = %error, %position, "Redoing the work from the last committed position.");
-                RETRY_PAUSE
             }
             _ => {
                 self.metrics.count_sink_retry();
@@ -408,6 +421,65 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
             // The next use connects afresh.
             self.delivery = None;
         }
+    }
+
+    /// Waits out a schema registry that gave no id (`error`, a transient one) before the
+    /// work is redone from the last committed position, or stops the pipeline once the
+    /// outage has lasted `[sink.schema_registry] max_outage`. The status says what the
+    /// pipeline waits for meanwhile.
+    async fn wait_for_registry(
+        &mut self,
+        error: sluice_registry::RegistryError,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), PipelineError> {
+        let name = self.name;
+        let position = self.summary.position;
+        let now = Instant::now();
+        let limit = self.max_outage;
+        let outage = self
+            .outage
+            .get_or_insert_with(|| Outage::begin(now, SystemTime::now(), limit));
+        let (retry, pause) = match outage.after_failure(now) {
+            Next::Retry { retry, pause } => (retry, pause),
+            Next::GiveUp { waited } => {
+                return Err(PipelineError::RegistryOutage {
+                    pipeline: name.to_string(),
+                    table: self.feed.table().to_string(),
+                    position,
+                    waited,
+                    source: Box::new(error),
+                });
+            }
+        };
+        let (url, reason) = error
+            .unavailability()
+            .map(|(url, reason)| (url.to_string(), reason))
+            .unwrap_or_default();
+        self.metrics.count_registry_retry();
+        self.metrics.record_waiting(Some(Waiting {
+            waiting_for: WaitingFor::Registry,
+            url,
+            since_ms: epoch_ms(outage.since()),
+            retries: retry,
+            next_retry_ms: epoch_ms(SystemTime::now() + pause),
+            gives_up_ms: epoch_ms(outage.gives_up_at()),
+            reason,
+        }));
+        tracing::warn!(
+            pipeline = name,
+            %error,
+            %position,
+            retry,
+            pause_seconds = pause.as_secs_f64(),
+            waited_seconds = outage.lasted(now).as_secs(),
+            max_outage_seconds = limit.as_secs(),
+            "The schema registry gave no schema id; the pipeline waits for it and then redoes the work from the last committed position."
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.changed() => {}
+        }
+        Ok(())
     }
 
     /// The sink, connected first if it is not.
@@ -582,6 +654,15 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
             self.summary.rows_in += done.rows;
             self.summary.records_out += done.records;
             self.summary.rows_failed += done.failed;
+        }
+        if let Some(outage) = self.outage.take_if(|_| position != self.summary.position) {
+            // Work past the failure committed: the registry gave its ids.
+            self.metrics.record_waiting(None);
+            tracing::info!(
+                pipeline = self.name,
+                waited_seconds = outage.lasted(Instant::now()).as_secs(),
+                "The schema registry answers again; the pipeline goes on."
+            );
         }
         self.summary.position = position;
         self.metrics.record_commit(rows, records, bytes, position);

@@ -49,7 +49,7 @@ pub enum RegistryError {
     },
     /// The registry is there but cannot serve now (HTTP 5xx, or 429: too many requests).
     #[error(
-        "The schema registry at {url} cannot serve now (HTTP {status}: {message}); the pipeline retries."
+        "The schema registry at {url} cannot serve now (HTTP {status}: {message}). Check the registry's health and its own logs."
     )]
     Unavailable {
         /// The registry's address.
@@ -106,5 +106,19 @@ impl RegistryError {
             self,
             RegistryError::Unreachable { .. } | RegistryError::Unavailable { .. }
         )
+    }
+
+    /// For a registry that is away ([`RegistryError::is_transient`]): its address and,
+    /// in a few words, why it gave no id (`the connection was refused`).
+    pub fn unavailability(&self) -> Option<(&str, String)> {
+        match self {
+            RegistryError::Unreachable { url, detail } => Some((url, detail.clone())),
+            RegistryError::Unavailable {
+                url,
+                status,
+                message,
+            } => Some((url, format!("it answered HTTP {status}: {message}"))),
+            _ => None,
+        }
     }
 }

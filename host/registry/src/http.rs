@@ -50,6 +50,7 @@ pub struct HttpRegistry {
     url: String,
     authorization: Option<String>,
     agent: Agent,
+    timeout: Duration,
 }
 
 impl HttpRegistry {
@@ -90,6 +91,7 @@ impl HttpRegistry {
             url,
             authorization,
             agent: config.build().into(),
+            timeout: settings.timeout,
         })
     }
 
@@ -113,7 +115,7 @@ impl HttpRegistry {
                 },
                 false => RegistryError::Unreachable {
                     url: self.url.clone(),
-                    detail: e.to_string(),
+                    detail: unanswered(&e, self.timeout),
                 },
             }
         };
@@ -167,6 +169,36 @@ impl HttpRegistry {
             });
         }
         Ok((status, body))
+    }
+}
+
+/// Why a request got no answer, in words (the client's own text, such as `timeout:
+/// global`, says little to whoever reads the pipeline's error).
+fn unanswered(error: &ureq::Error, timeout: Duration) -> String {
+    use std::io::ErrorKind;
+    match error {
+        ureq::Error::Timeout(_) => format!(
+            "no complete answer within {} s ([sink.schema_registry] timeout): the registry is overloaded or stalled, or something on the way holds the connection",
+            timeout.as_secs_f64()
+        ),
+        ureq::Error::HostNotFound => "its host name does not resolve".to_string(),
+        ureq::Error::Io(io) => match io.kind() {
+            ErrorKind::ConnectionRefused => {
+                "the connection was refused (nothing listens at that address)".to_string()
+            }
+            ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
+                "the connection was reset".to_string()
+            }
+            ErrorKind::UnexpectedEof => {
+                "the connection closed before a complete answer".to_string()
+            }
+            ErrorKind::TimedOut => format!(
+                "no complete answer within {} s ([sink.schema_registry] timeout)",
+                timeout.as_secs_f64()
+            ),
+            _ => format!("the connection failed: {io}"),
+        },
+        other => other.to_string(),
     }
 }
 
@@ -462,6 +494,28 @@ mod tests {
     }
 
     #[test]
+    fn a_registry_that_does_not_answer_in_time_says_so_in_words() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        // Takes the connection and never answers.
+        let held = std::thread::spawn(move || listener.accept().map(|(stream, _)| stream));
+        let mut settings = settings(url.clone(), RegistryAuth::None);
+        settings.timeout = Duration::from_millis(300);
+        let registry = HttpRegistry::new(&settings).unwrap();
+        let error = registry.register("deals-value", &schema()).unwrap_err();
+        drop(held.join().unwrap());
+        assert!(error.is_transient());
+        assert_eq!(
+            error.unavailability(),
+            Some((
+                url.as_str(),
+                "no complete answer within 0.3 s ([sink.schema_registry] timeout): the registry is overloaded or stalled, or something on the way holds the connection".to_string()
+            ))
+        );
+        assert!(!error.to_string().contains("timeout: global"), "{error}");
+    }
+
+    #[test]
     fn a_registry_that_is_not_there_is_unreachable_and_transient() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -470,9 +524,9 @@ mod tests {
         let error = registry.register("deals-value", &schema()).unwrap_err();
         assert!(error.is_transient());
         assert!(
-            error
-                .to_string()
-                .starts_with(&format!("The schema registry at {url} did not answer")),
+            error.to_string().starts_with(&format!(
+                "The schema registry at {url} did not answer: the connection was refused (nothing listens at that address). Check"
+            )),
             "{error}"
         );
     }

@@ -30,7 +30,7 @@ pub use service::{
     CreatePipeline, DeadLetter, DeadLetters, Deploy, DeployReport, HISTORY_EVERY, History,
     HistoryPoint, HostMemory, HostView, LastSwap, MAX_LETTERS, ModuleListing, ModuleView, NodeView,
     PipelineStatus, Refusal, SAMPLE_EVERY, Service, TenantFigures, TenantHistory, TenantSource,
-    TenantView,
+    TenantView, WaitingStatus,
 };
 pub use store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir};
 

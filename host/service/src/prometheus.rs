@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use sluice_pipeline::BATCH_SECONDS_BUCKETS;
+use sluice_pipeline::{BATCH_SECONDS_BUCKETS, WaitingFor};
 
 use crate::service::PipelineStatus;
 use crate::store::PipelineState;
@@ -152,6 +152,28 @@ pub fn render(statuses: &[PipelineStatus]) -> String {
                         out,
                         "sluice_pipeline_state{{{},state=\"{name}\"}} {value}",
                         labels(s)
+                    );
+                }
+            }
+        },
+    );
+    family(
+        "sluice_pipeline_waiting",
+        "gauge",
+        "1 while the pipeline waits out an outage of what the label names (registry: the schema registry gives no schema ids); its status says since when and why.",
+        &mut |out: &mut String| {
+            for s in statuses {
+                for waited in WaitingFor::ALL {
+                    let value = u8::from(
+                        s.waiting
+                            .as_ref()
+                            .is_some_and(|w| w.waiting.waiting_for == waited),
+                    );
+                    let _ = writeln!(
+                        out,
+                        "sluice_pipeline_waiting{{{},for=\"{}\"}} {value}",
+                        labels(s),
+                        waited.label()
                     );
                 }
             }

@@ -40,7 +40,7 @@ use tenancy::{Tenant, check_room};
 pub use tenancy::{TenantSource, TenantView};
 #[cfg(test)]
 pub(crate) use views::redacted;
-pub use views::{LastSwap, ModuleListing, ModuleView, PipelineStatus, SAMPLE_EVERY};
+pub use views::{LastSwap, ModuleListing, ModuleView, PipelineStatus, SAMPLE_EVERY, WaitingStatus};
 
 /// A request to create a pipeline.
 #[derive(Clone, Debug, Deserialize)]

@@ -25,6 +25,7 @@ mod host_limits;
 mod languages;
 mod motivating_case;
 mod object_store;
+mod registry_outage;
 mod security;
 mod service_cli;
 mod service_cluster;

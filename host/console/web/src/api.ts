@@ -32,12 +32,26 @@ export interface Counters {
   last_swap_pause_seconds: number;
 }
 
+/** An outage a running pipeline waits out: the schema registry gives no schema ids. */
+export interface Waiting {
+  for: 'registry';
+  url: string;
+  since_ms: number;
+  retries: number;
+  next_retry_ms: number;
+  gives_up_ms: number;
+  reason: string;
+  /** The same in a sentence, as of the answer. */
+  message: string;
+}
+
 export interface PipelineStatus {
   tenant: string;
   name: string;
   state: State;
   node: string | null;
   error: string | null;
+  waiting?: Waiting | null;
   module: { digest: string; name: string; language?: string | null; size_bytes?: number };
   previous_module: string | null;
   last_swap?: { at_ms: number; from: string; to: string; outcome?: string } | null;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use sluice_pipeline::{MetricsSnapshot, Position};
+use sluice_pipeline::{MetricsSnapshot, Position, Waiting};
 
 use super::Service;
 use super::registry::Entry;
@@ -33,6 +33,9 @@ pub struct PipelineStatus {
     pub node: Option<String>,
     /// Why it failed.
     pub error: Option<String>,
+    /// What it waits for while it waits out an outage (the schema registry), with a
+    /// sentence saying since when and why.
+    pub waiting: Option<WaitingStatus>,
     /// The module it runs.
     pub module: ModuleView,
     /// The module `rollback` returns to.
@@ -57,6 +60,16 @@ pub struct PipelineStatus {
     pub counters: MetricsSnapshot,
     /// The config as submitted, secrets redacted.
     pub config: String,
+}
+
+/// An outage a running pipeline waits out.
+#[derive(Clone, Debug, Serialize)]
+pub struct WaitingStatus {
+    /// What it waits for, since when, why.
+    #[serde(flatten)]
+    pub waiting: Waiting,
+    /// The same in a sentence.
+    pub message: String,
 }
 
 /// A module by digest and name.
@@ -144,12 +157,21 @@ impl Service {
             setting("source", "table").unwrap_or_default(),
             setting("sink", "topic").unwrap_or_default(),
         );
+        let waiting = counters
+            .waiting
+            .clone()
+            .filter(|_| definition.state == PipelineState::Running)
+            .map(|waiting| WaitingStatus {
+                message: waiting.sentence(crate::store::now_millis()),
+                waiting,
+            });
         Ok(PipelineStatus {
             tenant: definition.tenant,
             name: definition.name,
             state: definition.state,
             node,
             error: definition.error,
+            waiting,
             module: ModuleView {
                 digest: definition.module,
                 name: module.as_ref().map(|m| m.name.clone()).unwrap_or_default(),

@@ -57,6 +57,11 @@ function PipelineView({ status: s, history, reload }: Loaded & { reload: () => v
           {s.error && <span data-testid="pipeline-error">{s.error}</span>}
         </p>
       )}
+      {s.state === 'running' && s.waiting && (
+        <p class="problem" data-testid="pipeline-waiting">
+          {s.waiting.message}
+        </p>
+      )}
       <PipelineActions status={s} onDone={reload} />
 
       <div class="grid facts">
