@@ -3,7 +3,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sluice_pipeline::PipelineMetrics;
@@ -30,7 +30,8 @@ pub fn draw(metrics: Arc<PipelineMetrics>) {
     let bar = BAR.get_or_init(|| bar).clone();
     tokio::spawn(async move {
         loop {
-            let figures = metrics.snapshot().progress;
+            let snapshot = metrics.snapshot();
+            let figures = snapshot.progress;
             if figures.versions_total > 0 {
                 bar.set_length(figures.versions_total);
                 bar.set_position(figures.versions_done);
@@ -46,10 +47,18 @@ pub fn draw(metrics: Arc<PipelineMetrics>) {
                     .seconds_left
                     .map(|s| format!(", {:.0} s left", s))
                     .unwrap_or_default();
-                bar.set_message(format!(
-                    "{} rows, {:.0} rows/s{left}",
-                    figures.rows_done, figures.rows_per_second
-                ));
+                bar.set_message(match &snapshot.waiting {
+                    // The pipeline stands still: say why instead of a rate of zero.
+                    Some(waiting) => waiting.sentence(
+                        SystemTime::now()
+                            .duration_since(UNIX_EPOCH)
+                            .map_or(0, |d| d.as_millis() as u64),
+                    ),
+                    None => format!(
+                        "{} rows, {:.0} rows/s{left}",
+                        figures.rows_done, figures.rows_per_second
+                    ),
+                });
             }
             tokio::time::sleep(REFRESH).await;
         }
