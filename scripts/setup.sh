@@ -88,5 +88,8 @@ python3 -c 'import confluent_kafka.schema_registry.avro, confluent_kafka.schema_
 
 "$here/kafka.sh" install
 "$here/registry.sh" install
-# Flink's debezium-json format, the Debezium parser the envelope test reads events with.
-"$here/../tests/support/flink-debezium/install.sh" >/dev/null
+# The Debezium readers the envelope tests run events through: Flink's debezium-json
+# format, and a Kafka Connect sink's Avro converter with Debezium's ExtractNewRecordState.
+for reader in flink-debezium connect-debezium; do
+  "$here/../tests/support/install_jars.sh" "$reader" >/dev/null
+done

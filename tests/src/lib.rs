@@ -141,13 +141,6 @@ pub fn registry_decoded_at(
 /// (`tests/support/flink-debezium/FlinkDebeziumRead.java`): one array of emitted rows
 /// per value, each `{"kind", "row", metadata columns by key}`.
 pub fn flink_debezium_read(columns: &[&str], values: &[Option<String>]) -> Vec<serde_json::Value> {
-    let support = repo_root().join("tests/support/flink-debezium");
-    let install = Command::new(support.join("install.sh"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("install.sh runs");
-    assert!(install.status.success(), "installing Flink's jars failed");
-    let libs = String::from_utf8_lossy(&install.stdout).trim().to_string();
     let mut input = String::new();
     for value in values {
         assert!(
@@ -157,10 +150,7 @@ pub fn flink_debezium_read(columns: &[&str], values: &[Option<String>]) -> Vec<s
         input.push_str(value.as_deref().unwrap_or_default());
         input.push('\n');
     }
-    let mut child = Command::new("java")
-        .arg("-cp")
-        .arg(format!("{libs}/*"))
-        .arg(support.join("FlinkDebeziumRead.java"))
+    let mut child = java_reader("flink-debezium", "FlinkDebeziumRead.java")
         .args(columns)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -184,6 +174,49 @@ pub fn flink_debezium_read(columns: &[&str], values: &[Option<String>]) -> Vec<s
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect()
+}
+
+/// What a Kafka Connect sink makes of `topic`'s Avro Debezium events: each record read
+/// with a registry-backed AvroConverter, unwrapped by Debezium's `ExtractNewRecordState`
+/// (deletes rewritten with `__deleted`, tombstones dropped, the fields `add_fields` names
+/// added as `__<field>`) and written by Kafka Connect's JsonConverter
+/// (`tests/support/connect-debezium/ConnectDebeziumRead.java`): one `{"schema", "value"}`
+/// per record, `null` where the transform dropped it.
+pub fn connect_debezium_read(topic: &str, add_fields: &str) -> Vec<serde_json::Value> {
+    let output = java_reader("connect-debezium", "ConnectDebeziumRead.java")
+        .args([&kafka_bootstrap(), topic, &registry_url(), add_fields])
+        .output()
+        .expect("java runs");
+    assert!(
+        output.status.success(),
+        "Kafka Connect's path refused the events: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
+/// A `java` command that runs the Java reader `file` of `tests/support/<folder>` on the
+/// jars `tests/support/install_jars.sh` installs (here if setup has not).
+fn java_reader(folder: &str, file: &str) -> Command {
+    let support = repo_root().join("tests/support");
+    let install = Command::new(support.join("install_jars.sh"))
+        .arg(folder)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("install_jars.sh runs");
+    assert!(
+        install.status.success(),
+        "installing the jars of {folder} failed"
+    );
+    let libs = String::from_utf8_lossy(&install.stdout).trim().to_string();
+    let mut java = Command::new("java");
+    java.arg("-cp")
+        .arg(format!("{libs}/*"))
+        .arg(support.join(folder).join(file));
+    java
 }
 
 /// A topic name no other test uses.

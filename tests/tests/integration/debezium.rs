@@ -1,9 +1,10 @@
-//! Sluice's Debezium change events read by real Debezium-format readers: Flink SQL's
-//! `debezium-json` format (Flink's own deserializer, `tests/support/flink-debezium`)
-//! reads the events a pipeline wrote of a real Delta table's change feed into the real
-//! broker, and every field it reads is checked against the change feed; Confluent's
-//! JSON Schema deserializer validates the events against the envelope's registered
-//! schema.
+//! Sluice's Debezium change events read by real Debezium-format readers, from the events
+//! a pipeline wrote of a real Delta table's change feed into the real broker: Flink SQL's
+//! `debezium-json` format (Flink's own deserializer, `tests/support/flink-debezium`) and
+//! a Kafka Connect sink's path for Avro (a registry-backed AvroConverter and Debezium's
+//! `ExtractNewRecordState`, `tests/support/connect-debezium`), every field they read
+//! checked against the change feed; Confluent's JSON Schema deserializer validates the
+//! events against the envelope's registered schema.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,8 +13,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use sluice_tests::{
-    Extra, PipelineFiles, consume_all, deals_table, flink_debezium_read, kafka_bootstrap,
-    registry_decoded, registry_url, repo_root, run_to_latest, transform_component, unique_topic,
+    Extra, PipelineFiles, connect_debezium_read, consume_all, deals_table, flink_debezium_read,
+    kafka_bootstrap, registry_decoded, registry_url, repo_root, run_to_latest, transform_component,
+    unique_topic,
 };
 
 /// gold-deals' columns as a Flink table declares them.
@@ -29,9 +31,6 @@ const COLUMNS: [&str; 10] = [
     "status:STRING",
     "title:STRING",
 ];
-
-/// Confluent's frame before a value: the magic byte and the schema id.
-const FRAME_LEN: usize = 5;
 
 fn now_millis() -> i64 {
     SystemTime::now()
@@ -143,6 +142,14 @@ fn sorted_texts(rows: &[Value]) -> Vec<String> {
     let mut texts: Vec<String> = rows.iter().map(Value::to_string).collect();
     texts.sort();
     texts
+}
+
+/// `[sink]` lines that write `value` format Debezium events with the test registry.
+fn registry_sink(value: &str) -> String {
+    format!(
+        "[sink.encoding]\nvalue = \"{value}\"\nenvelope = \"debezium\"\n[sink.schema_registry]\nurl = \"{}\"\n",
+        registry_url()
+    )
 }
 
 /// The scenario's deals table and a pipeline that writes gold-deals-helpers' events of
@@ -273,10 +280,7 @@ fn flinks_debezium_json_reads_every_field_of_the_events_as_the_change_feed_has_i
 #[test]
 fn json_schema_events_validate_against_their_registered_schema_in_confluents_reader() {
     let work = tempfile::tempdir().unwrap();
-    let sink = format!(
-        "[sink.encoding]\nvalue = \"json-schema\"\nenvelope = \"debezium\"\n[sink.schema_registry]\nurl = \"{}\"\n",
-        registry_url()
-    );
+    let sink = registry_sink("json-schema");
     let scenario = Scenario::new(work.path(), "debezium-json-schema", &sink);
     scenario.run();
     let topic = &scenario.topic;
@@ -285,15 +289,96 @@ fn json_schema_events_validate_against_their_registered_schema_in_confluents_rea
     let written: Vec<String> = consume_all(topic)
         .iter()
         .map(|record| {
+            // The event after Confluent's frame (the magic byte and the schema id).
             let value = record
                 .value
                 .as_ref()
                 .map_or("<tombstone>".to_string(), |v| {
-                    v.get(FRAME_LEN..).unwrap_or_default().to_string()
+                    v[v.find("{\"before\":").unwrap()..].to_string()
                 });
             format!("{}\t{value}", record.key.as_deref().unwrap_or_default())
         })
         .collect();
     assert_eq!(decoded, written);
     assert_eq!(decoded.len(), 36 + 2, "36 events and 2 tombstones");
+}
+
+/// The envelope and source fields the Kafka Connect sink's transform adds to each row.
+const ADD_FIELDS: &str = "op,ts_ms,ts_us,ts_ns,version,connector,name,source.ts_ms,source.ts_us,source.ts_ns,snapshot,db,sequence,table,commit_version,transaction.id,transaction.total_order,transaction.data_collection_order";
+
+#[test]
+fn a_kafka_connect_sink_unwraps_the_avro_events_with_debeziums_transform() {
+    let work = tempfile::tempdir().unwrap();
+    let sink = registry_sink("avro");
+    let scenario = Scenario::new(work.path(), "debezium-connect", &sink);
+    let started = now_millis();
+    scenario.run();
+    let finished = now_millis();
+    let (table, topic) = (&scenario.table, &scenario.topic);
+    let read = connect_debezium_read(topic, ADD_FIELDS);
+
+    // Debezium's transform unwraps only an envelope named `<...>.Envelope`, into its
+    // row's record: here `<pipeline>.delta.deals.Value`.
+    let row_record = format!("{}.delta.deals.Value", topic.replace('-', "_"));
+    let mut rows = Vec::new();
+    for record in read.iter().filter(|r| !r.is_null()) {
+        assert_eq!(record["schema"], row_record.as_str(), "{record}");
+        let mut row = record["value"].clone();
+        let fields = row.as_object_mut().unwrap();
+        let (ms, us, ns) = (
+            fields.remove("__ts_ms").unwrap().as_i64().unwrap(),
+            fields.remove("__ts_us").unwrap().as_i64().unwrap(),
+            fields.remove("__ts_ns").unwrap().as_i64().unwrap(),
+        );
+        assert_eq!((us / 1000, ns / 1000), (ms, us), "{record}");
+        assert!((started..=finished).contains(&ms), "{record}");
+        rows.push(row);
+    }
+    // The tombstones after the deletes are dropped.
+    assert_eq!(read.len() - rows.len(), 2, "{read:?}");
+
+    let location = table.display().to_string();
+    let expected: Vec<Value> = change_feed(table)
+        .iter()
+        .filter_map(|change| {
+            let (op, deleted) = match change["_change_type"].as_str().unwrap() {
+                "insert" => ("c", "false"),
+                "update_postimage" => ("u", "false"),
+                "delete" => ("d", "true"),
+                _ => return None,
+            };
+            let version = change["_commit_version"].as_u64().unwrap();
+            let commit = commit_millis(table, version);
+            let mut row = gold(change);
+            // Avro's timestamp-micros, which Kafka Connect's Avro data keeps a long.
+            row["eventTimestamp"] = json!(row["eventTimestamp"].as_i64().unwrap() * 1000);
+            let added = json!({
+                "__deleted": deleted,
+                "__op": op,
+                "__version": env!("CARGO_PKG_VERSION"),
+                "__connector": "sluice",
+                "__name": topic,
+                "__source_ts_ms": commit,
+                "__source_ts_us": commit * 1000,
+                "__source_ts_ns": commit * 1_000_000,
+                "__snapshot": "false",
+                "__db": "delta",
+                "__sequence": null,
+                "__table": location,
+                "__commit_version": version,
+                "__transaction_id": null,
+                "__transaction_total_order": null,
+                "__transaction_data_collection_order": null,
+            });
+            row.as_object_mut()
+                .unwrap()
+                .extend(added.as_object().unwrap().clone());
+            Some(row)
+        })
+        .collect();
+    assert_eq!(
+        sorted_texts(&rows),
+        sorted_texts(&expected),
+        "what the sink read against the change feed"
+    );
 }
