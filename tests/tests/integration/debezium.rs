@@ -92,50 +92,80 @@ fn commit_millis(table: &Path, version: u64) -> i64 {
     modified.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
-/// Every row Flink should emit for the change feed of `table`, which pipeline `name`
-/// read: one `-U`/`+U` pair per update, each with the metadata columns of its commit
-/// (but `ingestion-timestamp`, when Sluice made the event).
-fn expected_rows(table: &Path, name: &str) -> Vec<Value> {
+/// Flink's metadata columns for an event of commit `version` of `table` that pipeline
+/// `name` wrote (but `ingestion-timestamp`, when Sluice made the event).
+fn flink_metadata(table: &Path, name: &str, version: u64, snapshot: bool) -> Value {
     let location = table.display().to_string();
-    let metadata = |version: u64| {
-        let commit = commit_millis(table, version);
-        json!({
-            "source.timestamp": commit,
-            "source.database": "delta",
-            "source.schema": null,
-            "source.table": location,
-            "source.properties": {
-                "version": env!("CARGO_PKG_VERSION"),
-                "connector": "sluice",
-                "name": name,
-                "ts_ms": commit.to_string(),
-                "snapshot": "false",
-                "db": "delta",
-                "sequence": null,
-                "ts_us": (commit * 1000).to_string(),
-                "ts_ns": (commit * 1_000_000).to_string(),
-                "table": location,
-                "commit_version": version.to_string(),
-            },
+    let commit = commit_millis(table, version);
+    json!({
+        "source.timestamp": commit,
+        "source.database": "delta",
+        "source.schema": null,
+        "source.table": location,
+        "source.properties": {
+            "version": env!("CARGO_PKG_VERSION"),
+            "connector": "sluice",
+            "name": name,
+            "ts_ms": commit.to_string(),
+            "snapshot": snapshot.to_string(),
+            "db": "delta",
+            "sequence": null,
+            "ts_us": (commit * 1000).to_string(),
+            "ts_ns": (commit * 1_000_000).to_string(),
+            "table": location,
+            "commit_version": version.to_string(),
+        },
+    })
+}
+
+/// A row Flink emits: its kind, the row in Flink's terms, the metadata columns.
+fn flink_row(kind: &str, change: &Value, metadata: Value) -> Value {
+    let mut row = metadata;
+    row["kind"] = json!(kind);
+    row["row"] = gold(change);
+    row
+}
+
+/// Every row Flink should emit for the changes after version `after` (all with `None`)
+/// of `table`, which pipeline `name` read: one `-U`/`+U` pair per update, each with the
+/// metadata columns of its commit.
+fn expected_rows(table: &Path, name: &str, after: Option<u64>) -> Vec<Value> {
+    change_feed(table)
+        .iter()
+        .filter(|change| Some(change["_commit_version"].as_u64().unwrap()) > after)
+        .map(|change| {
+            let kind = match change["_change_type"].as_str().unwrap() {
+                "insert" => "+I",
+                "update_preimage" => "-U",
+                "update_postimage" => "+U",
+                "delete" => "-D",
+                other => panic!("change type {other}"),
+            };
+            let version = change["_commit_version"].as_u64().unwrap();
+            flink_row(kind, change, flink_metadata(table, name, version, false))
         })
-    };
-    let row = |kind: &str, change: &Value| {
-        let mut row = metadata(change["_commit_version"].as_u64().unwrap());
-        row["kind"] = json!(kind);
-        row["row"] = gold(change);
-        row
-    };
-    let mut rows = Vec::new();
-    for change in change_feed(table) {
+        .collect()
+}
+
+/// The rows of `table` as of `version`, by its change feed.
+fn rows_at(table: &Path, version: u64) -> Vec<Value> {
+    let mut rows: std::collections::BTreeMap<String, Value> = Default::default();
+    let mut changes = change_feed(table);
+    changes.retain(|change| change["_commit_version"].as_u64().unwrap() <= version);
+    changes.sort_by_key(|change| change["_commit_version"].as_u64());
+    for change in changes {
+        let key = change["documentId"].as_str().unwrap().to_string();
         match change["_change_type"].as_str().unwrap() {
-            "insert" => rows.push(row("+I", &change)),
-            "update_preimage" => rows.push(row("-U", &change)),
-            "update_postimage" => rows.push(row("+U", &change)),
-            "delete" => rows.push(row("-D", &change)),
-            other => panic!("change type {other}"),
+            "insert" | "update_postimage" => {
+                rows.insert(key, change);
+            }
+            "delete" => {
+                rows.remove(&key);
+            }
+            _ => {}
         }
     }
-    rows
+    rows.into_values().collect()
 }
 
 fn sorted_texts(rows: &[Value]) -> Vec<String> {
@@ -153,7 +183,8 @@ fn registry_sink(value: &str) -> String {
 }
 
 /// The scenario's deals table and a pipeline that writes gold-deals-helpers' events of
-/// every change type, pre-images too, to a topic of its own with `[sink]` lines `sink`.
+/// every change type, pre-images too, to a topic of its own with `[source]` lines
+/// `source` and `[sink]` lines `sink`.
 struct Scenario {
     table: std::path::PathBuf,
     topic: String,
@@ -161,7 +192,7 @@ struct Scenario {
 }
 
 impl Scenario {
-    fn new(work: &Path, topic: &str, sink: &str) -> Scenario {
+    fn new(work: &Path, topic: &str, source: &str, sink: &str) -> Scenario {
         let table = work.join("deals");
         deals_table(&table, &["scenario"]);
         let topic = unique_topic(topic);
@@ -171,6 +202,7 @@ impl Scenario {
             &topic,
             &kafka_bootstrap(),
             Extra {
+                source,
                 sink,
                 params: "change_types = \"insert,update_preimage,update_postimage,delete\"",
                 ..Extra::default()
@@ -189,19 +221,18 @@ impl Scenario {
     }
 }
 
-#[test]
-fn flinks_debezium_json_reads_every_field_of_the_events_as_the_change_feed_has_it() {
-    let work = tempfile::tempdir().unwrap();
-    let scenario = Scenario::new(
-        work.path(),
-        "debezium-flink",
-        "[sink.encoding]\nenvelope = \"debezium\"\n",
-    );
-    let (table, topic) = (&scenario.table, &scenario.topic);
+/// JSON Debezium events, to which `source` lines apply.
+const JSON_EVENTS: &str = "[sink.encoding]\nenvelope = \"debezium\"\n";
+
+/// Runs `scenario` and has Flink's `debezium-json` read its topic: the rows Flink
+/// emitted, checked against the raw events for what Flink does not read (`ts_us`,
+/// `ts_ns`, `transaction`) and with `ingestion-timestamp` (the envelope's `ts_ms`, when
+/// Sluice made the event) checked and taken out; a tombstone must follow each delete.
+fn flink_rows(scenario: &Scenario) -> Vec<Value> {
     let started = now_millis();
     scenario.run();
     let finished = now_millis();
-    let records = consume_all(topic);
+    let records = consume_all(&scenario.topic);
     let values: Vec<Option<String>> = records.iter().map(|r| r.value.clone()).collect();
     let read = flink_debezium_read(&COLUMNS, &values);
     assert_eq!(read.len(), records.len(), "one answer per record");
@@ -226,8 +257,6 @@ fn flinks_debezium_json_reads_every_field_of_the_events_as_the_change_feed_has_i
             continue;
         };
         let raw: Value = serde_json::from_str(value).unwrap();
-        // What Flink does not read of the envelope: one instant in three units, and no
-        // transaction block.
         let (ms, us, ns) = (
             raw["ts_ms"].as_i64().unwrap(),
             raw["ts_us"].as_i64().unwrap(),
@@ -238,7 +267,7 @@ fn flinks_debezium_json_reads_every_field_of_the_events_as_the_change_feed_has_i
         assert_eq!(raw["transaction"], Value::Null, "{value}");
         let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().unwrap()).collect();
         let expected_kinds: &[&str] = match raw["op"].as_str().unwrap() {
-            "c" => &["+I"],
+            "c" | "r" => &["+I"],
             "u" => &["-U", "+U"],
             "d" => &["-D"],
             op => panic!("op {op} in {value}"),
@@ -246,7 +275,6 @@ fn flinks_debezium_json_reads_every_field_of_the_events_as_the_change_feed_has_i
         assert_eq!(kinds, expected_kinds, "{value}");
         for row in rows {
             let mut row = row.clone();
-            // Flink's ingestion-timestamp is the envelope's ts_ms.
             let ingested = row.as_object_mut().unwrap().remove("ingestion-timestamp");
             assert_eq!(ingested, Some(json!(ms)), "{value}");
             assert_eq!(row["row"]["documentId"], key.as_str(), "{value}");
@@ -262,7 +290,15 @@ fn flinks_debezium_json_reads_every_field_of_the_events_as_the_change_feed_has_i
     for (key, versions) in &versions {
         assert!(versions.is_sorted(), "{key}: {versions:?}");
     }
-    let expected = expected_rows(table, topic);
+    emitted
+}
+
+#[test]
+fn flinks_debezium_json_reads_every_field_of_the_events_as_the_change_feed_has_it() {
+    let work = tempfile::tempdir().unwrap();
+    let scenario = Scenario::new(work.path(), "debezium-flink", "", JSON_EVENTS);
+    let emitted = flink_rows(&scenario);
+    let expected = expected_rows(&scenario.table, &scenario.topic, None);
     assert_eq!(
         sorted_texts(&emitted),
         sorted_texts(&expected),
@@ -278,10 +314,44 @@ fn flinks_debezium_json_reads_every_field_of_the_events_as_the_change_feed_has_i
 }
 
 #[test]
+fn flinks_debezium_json_reads_an_initial_snapshot_as_the_tables_rows_then_its_changes() {
+    let work = tempfile::tempdir().unwrap();
+    // Version 2 won deals 3 and 7; deletes and a merge follow it.
+    let start = 2;
+    let scenario = Scenario::new(
+        work.path(),
+        "debezium-snapshot",
+        &format!("snapshot = true\nstarting_version = {start}"),
+        JSON_EVENTS,
+    );
+    let emitted = flink_rows(&scenario);
+    let (table, topic) = (&scenario.table, &scenario.topic);
+    // Each row as of the start is an `r` (Flink's +I) of that version, marked as a
+    // snapshot's; the changes after it follow as always.
+    let snapshot = rows_at(table, start);
+    let mut expected: Vec<Value> = snapshot
+        .iter()
+        .map(|row| flink_row("+I", row, flink_metadata(table, topic, start, true)))
+        .collect();
+    expected.extend(expected_rows(table, topic, Some(start)));
+    assert_eq!(
+        sorted_texts(&emitted),
+        sorted_texts(&expected),
+        "what Flink read against the table's rows and changes"
+    );
+    let reads = consume_all(topic)
+        .iter()
+        .filter_map(|r| r.value.as_deref())
+        .filter(|v| serde_json::from_str::<Value>(v).unwrap()["op"] == "r")
+        .count();
+    assert_eq!(reads, snapshot.len());
+}
+
+#[test]
 fn json_schema_events_validate_against_their_registered_schema_in_confluents_reader() {
     let work = tempfile::tempdir().unwrap();
     let sink = registry_sink("json-schema");
-    let scenario = Scenario::new(work.path(), "debezium-json-schema", &sink);
+    let scenario = Scenario::new(work.path(), "debezium-json-schema", "", &sink);
     scenario.run();
     let topic = &scenario.topic;
     // Confluent's JSONDeserializer validates each value against the registered schema.
@@ -310,7 +380,7 @@ const ADD_FIELDS: &str = "op,ts_ms,ts_us,ts_ns,version,connector,name,source.ts_
 fn a_kafka_connect_sink_unwraps_the_avro_events_with_debeziums_transform() {
     let work = tempfile::tempdir().unwrap();
     let sink = registry_sink("avro");
-    let scenario = Scenario::new(work.path(), "debezium-connect", &sink);
+    let scenario = Scenario::new(work.path(), "debezium-connect", "", &sink);
     let started = now_millis();
     scenario.run();
     let finished = now_millis();
