@@ -25,6 +25,13 @@ against a golden file.
     deals_table.py TABLE plain --rows N         a table without the change data feed
     deals_table.py TABLE region [--name C]      ADD COLUMNS C (string, default `region`), then
                                                 deal 3's C is 'emea'
+    deals_table.py TABLE drop [--name C]        overwrite the table without column C (its
+                                                schema too, as schema_mode="overwrite" does)
+    deals_table.py TABLE rename [--name C] --to D
+                                                overwrite the table with column C named D
+    deals_table.py TABLE retype [--name C]      overwrite the table with column C as a string
+
+Appends write the columns the table has gained since it was created as nulls.
 """
 
 import argparse
@@ -119,8 +126,18 @@ def bulk(table: str, rows: int) -> None:
     write_deltalake(table, data, mode="error", configuration={"delta.enableChangeDataFeed": "true"})
 
 
+def conformed(table: str, data: pa.Table) -> pa.Table:
+    """`data` with the columns the table gained after it was created (ADD COLUMNS) as
+    nulls, so appends keep working after a schema change."""
+    current = pa.schema(DeltaTable(table).schema().to_arrow())
+    for field in current:
+        if field.name not in data.column_names:
+            data = data.append_column(field, pa.nulls(len(data), field.type))
+    return data.select(current.names)
+
+
 def append(table: str, start: int, rows: int) -> None:
-    write_deltalake(table, deals(range(start, start + rows)), mode="append")
+    write_deltalake(table, conformed(table, deals(range(start, start + rows))), mode="append")
 
 
 def appends(table: str, start: int, rows: int, versions: int) -> None:
@@ -211,15 +228,37 @@ def region(table: str, name: str) -> None:
     DeltaTable(table).update(predicate="documentId = 'deal-0003'", updates={name: "'emea'"})
 
 
+def reshaped(table: str, data: pa.Table) -> None:
+    """Overwrites the table with `data`, its schema included: the one way delta-rs drops,
+    renames or retypes a column, and what a following pipeline must not follow."""
+    write_deltalake(table, data, mode="overwrite", schema_mode="overwrite")
+
+
+def drop(table: str, name: str) -> None:
+    reshaped(table, DeltaTable(table).to_pyarrow_table().drop_columns([name]))
+
+
+def rename(table: str, name: str, to: str) -> None:
+    data = DeltaTable(table).to_pyarrow_table()
+    reshaped(table, data.rename_columns([to if c == name else c for c in data.column_names]))
+
+
+def retype(table: str, name: str) -> None:
+    data = DeltaTable(table).to_pyarrow_table()
+    index = data.column_names.index(name)
+    reshaped(table, data.set_column(index, name, data.column(name).cast(pa.string())))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table")
-    parser.add_argument("step", choices=["create", "bulk", "churn", "append", "appends", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain", "region"])
+    parser.add_argument("step", choices=["create", "bulk", "churn", "append", "appends", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain", "region", "drop", "rename", "retype"])
     parser.add_argument("--rows", type=int, default=20)
     parser.add_argument("--start", type=int, default=20)
     parser.add_argument("--title-bytes", type=int, default=2_000_000)
     parser.add_argument("--versions", type=int, default=1)
     parser.add_argument("--name", default="region")
+    parser.add_argument("--to")
     args = parser.parse_args()
     if args.step == "create":
         create(args.table, args.rows)
@@ -247,6 +286,14 @@ def main() -> None:
         plain(args.table, args.rows)
     elif args.step == "region":
         region(args.table, args.name)
+    elif args.step == "drop":
+        drop(args.table, args.name)
+    elif args.step == "rename":
+        if not args.to:
+            parser.error("rename needs --to, the column's new name")
+        rename(args.table, args.name, args.to)
+    elif args.step == "retype":
+        retype(args.table, args.name)
     else:
         create(args.table, 20)
         append(args.table, 20, 10)

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use sluice_source::{ChangeFeed, Position, SourceOptions};
+use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
 use sluice_tests::deals_table;
 
 const ROWS: u64 = 2_000_000;
@@ -22,7 +22,7 @@ fn peak_rss_mib() -> u64 {
 
 fn read_from(feed: &ChangeFeed, from: Position) -> (u64, usize) {
     let (mut rows, mut largest) = (0, 0);
-    for batch in feed.read(from, 0).unwrap() {
+    for batch in feed.read(from, 0, Preceded::Nothing).unwrap() {
         let batch = batch.unwrap();
         largest = largest.max(batch.batch.num_rows());
         rows += batch.batch.num_rows() as u64;

@@ -32,7 +32,7 @@ use sha2::{Digest as _, Sha256};
 use sluice_engine::{BatchOutput, EngineError, Format, RejectedRow, TransformError};
 use sluice_pipeline::{Instance, Module, PipelineConfig, RunControls, RunMode, StartFrom};
 use sluice_source::arrow::array::RecordBatch;
-use sluice_source::{ChangeFeed, Position, SourceOptions};
+use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
 use sluice_transform::{Batch, Output, Params, Record, Transform};
 
 /// Records per transaction of the raw producer, as `sluice run`'s default commit_rows.
@@ -75,7 +75,7 @@ fn gold_records(
     let mut transform =
         gold_deals::GoldDeals::init(&Params::default()).map_err(anyhow::Error::msg)?;
     let mut rows = 0;
-    for batch in feed.read(Position::at_version(0), latest)? {
+    for batch in feed.read(Position::at_version(0), latest, Preceded::Nothing)? {
         let batch = batch?;
         let mut out = Output::default();
         transform

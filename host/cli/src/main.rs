@@ -2,6 +2,7 @@
 
 mod admin;
 mod progress;
+mod report;
 
 use std::path::PathBuf;
 
@@ -193,7 +194,17 @@ enum PositionAction {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match start() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{}", report::explained(&error));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn start() -> anyhow::Result<()> {
     let command = Cli::parse().command;
     // A compile worker is a bare process: no runtime, no logging, no other work.
     if let Command::CompileWorker {
@@ -329,6 +340,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     snapshot: false,
                 },
                 module_digest: String::new(),
+                // The records before it are the user's to reconcile: a schema change at
+                // this version is taken as the new start, not checked.
+                starts_fresh: true,
             };
             sink.commit(&position).await?;
             println!(

@@ -46,6 +46,16 @@ pub enum KeyFormat {
     Avro,
 }
 
+impl KeyFormat {
+    /// The name config files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyFormat::String => "string",
+            KeyFormat::Avro => "avro",
+        }
+    }
+}
+
 /// What wraps each record's value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -21,6 +21,7 @@ mod protobuf;
 mod row_writer;
 mod rows;
 mod supplied;
+mod unframed;
 
 use std::sync::Arc;
 
@@ -36,6 +37,7 @@ pub use framing::{
 pub use own::OwnSchema;
 pub use protobuf::ProtobufSchema;
 pub use supplied::SuppliedSchema;
+pub use unframed::{UnframedPart, first_unframed};
 
 /// What one encode call made: how many rows it encoded and the schemas its framed keys
 /// and values wait on.

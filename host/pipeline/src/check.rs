@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use sluice_encoding::{SchemaKind, SubjectStrategy, WriterSchema};
+use sluice_encoding::{SchemaKind, SubjectStrategy, UnframedPart, WriterSchema, first_unframed};
 use sluice_engine::{BatchOutput, TransformInstance};
 use sluice_registry::{
     HttpRegistry, Registration, RegistryError, RegistrySettings, SchemaRegistry,
 };
-use sluice_source::{ChangeFeed, Position};
+use sluice_source::{ChangeFeed, Position, Preceded};
 
 use crate::config::PipelineConfig;
 use crate::run::sink_config;
@@ -123,16 +123,22 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
     if let Some(settings) = registry {
         let config = config.clone();
         let checked = tokio::task::spawn_blocking(move || {
-            let mut findings = vec![check_registry(&config, &settings)];
+            let answers = check_registry(&config, &settings);
+            // A registry that does not answer would fail every schema's check the same way.
+            let reachable = !answers.problem;
+            let mut findings = vec![answers];
             match first {
-                Some(Some(output)) => {
+                Some(Some(output)) if reachable => {
                     findings.extend(check_schemas(&config, &settings, &output));
                 }
                 Some(None) => findings.push(Finding::ok(
                     "registry",
-                    "The table has no change rows from the start yet; schemas are derived and registered with the first records.".to_string(),
+                    format!(
+                        "The table has no change rows from the start yet; {} registered with the first records.",
+                        schema_source(&config)
+                    ),
                 )),
-                None => {}
+                _ => {}
             }
             findings
         })
@@ -192,12 +198,35 @@ fn check_registry(config: &PipelineConfig, settings: &RegistrySettings) -> Findi
         Ok(level) => Finding::ok(
             "registry",
             format!(
-                "The schema registry at {} answers; subject `{subject}` has compatibility {level}. Schemas are derived from the table when the first records are made.",
-                settings.url
+                "The schema registry at {} answers; subject `{subject}` has compatibility {level}. {} when the first records are made.",
+                settings.url,
+                capitalized(&schema_source(config)),
             ),
         ),
         Err(e) => Finding::problem("registry", e),
     }
+}
+
+/// Where the value schemas come from, in words: the file the config names, or the table.
+fn schema_source(config: &PipelineConfig) -> String {
+    let encoding = &config.sink.encoding;
+    let supplied = encoding
+        .avro_schema
+        .as_ref()
+        .or(encoding.json_schema.as_ref())
+        .or(encoding.protobuf_schema.as_ref());
+    match supplied {
+        Some(file) => format!("the value schema comes from {}", file.display()),
+        None => "schemas are derived from the table".to_string(),
+    }
+}
+
+fn capitalized(sentence: &str) -> String {
+    let mut chars = sentence.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// What the module makes of the first batch from the configured start; `None` when the
@@ -212,7 +241,8 @@ fn first_output(
     } else if start.version > latest {
         Ok(None)
     } else {
-        feed.read(start, latest).map(|mut batches| batches.next())
+        feed.read(start, latest, Preceded::Nothing)
+            .map(|mut batches| batches.next())
     };
     let batch = match first {
         Ok(Some(Ok(batch))) => batch,
@@ -270,6 +300,23 @@ fn check_schemas(
     let strategy = config.sink.encoding.subject_name_strategy;
     let mut seen = Vec::new();
     let mut findings = Vec::new();
+    let format = config.format();
+    let parts = output
+        .records
+        .iter()
+        .map(|r| (r.key.is_some(), r.value.is_some()));
+    if let Some((_, part)) = first_unframed(&format, parts, &output.framed) {
+        let (part, asked) = match part {
+            UnframedPart::Key => ("key", format.key.name()),
+            UnframedPart::Value => ("value", format.value.name()),
+        };
+        findings.push(Finding::problem(
+            "module",
+            format!(
+                "The module writes record {part}s of the first batch as bytes of its own (emit, emit-bytes or emit-packed), but [sink.encoding] {part} = \"{asked}\" writes {part}s in the schema registry's wire format: `sluice run` would stop at that batch rather than produce them without a schema id. Build the {part} with the host helpers (`out.encode` in every SDK, as transforms/gold-deals-helpers does), frame the module's own encoding with emit-framed, or remove `{part} = \"{asked}\"` if its own bytes are what consumers expect."
+            ),
+        ));
+    }
     // A range without records (every row filtered out) registers nothing.
     for framed in output.framed.iter().filter(|f| !f.records.is_empty()) {
         // A module's own records may name topics of their own.
@@ -372,7 +419,9 @@ async fn check_table(
         if start.snapshot || start.version > latest {
             return Ok(latest);
         }
-        reader.read(start, latest).map(|_| latest)
+        reader
+            .read(start, latest, Preceded::Nothing)
+            .map(|_| latest)
     })
     .await;
     match opened {

@@ -82,6 +82,25 @@ pub enum PipelineError {
         /// The Delta version of the batch whose records were framed.
         version: u64,
     },
+    /// The module wrote a key or value as its own bytes where the pipeline's encoding
+    /// writes them through the schema registry.
+    #[error(
+        "Pipeline {pipeline} stopped at table {table} version {version}, change row {row_in_version} of that version: the module wrote a record's {part} as bytes of its own (emit, emit-bytes or emit-packed), but [sink.encoding] {part} = \"{format}\" writes {part}s in the schema registry's wire format, so consumers would meet bytes without a schema id; the records before it were delivered. Have the module build the {part} with the host helpers (`out.encode` in every SDK, as transforms/gold-deals-helpers does) or frame its own encoding with emit-framed; or, if its own bytes are what consumers expect, remove `{part} = \"{format}\"` from [sink.encoding]."
+    )]
+    Unframed {
+        /// The pipeline's name.
+        pipeline: String,
+        /// The table.
+        table: String,
+        /// The Delta version of the batch.
+        version: u64,
+        /// The record's change row within that version.
+        row_in_version: u64,
+        /// `key` or `value`.
+        part: &'static str,
+        /// The format asked for (`avro`, `json-schema`, `protobuf`).
+        format: &'static str,
+    },
     /// Kafka refused or lost records.
     #[error(transparent)]
     Sink(#[from] SinkError),
@@ -114,6 +133,21 @@ pub enum PipelineError {
 }
 
 impl PipelineError {
+    /// Whether the batches delivered before this error are good and kept (committed)
+    /// before the pipeline stops: the module or the table stopped it, not the sink.
+    /// `Some(version)` when the read ended exactly at the start of `version`, which is
+    /// then the position stored.
+    pub(crate) fn keeps_earlier_batches(&self) -> Option<Option<u64>> {
+        match self {
+            PipelineError::Transform { .. } | PipelineError::Unframed { .. } => Some(None),
+            PipelineError::Source(SourceError::SchemaChanged { version, .. }) => {
+                Some(Some(*version))
+            }
+            PipelineError::Source(e) if !e.is_transient() => Some(None),
+            _ => None,
+        }
+    }
+
     /// Whether another instance of the pipeline took over and fenced this one: in a
     /// cluster, the pipeline moved to another node.
     pub fn is_fenced(&self) -> bool {

@@ -11,7 +11,7 @@ use sluice_encoding::{ProtobufSchema, SchemaKind, SubjectStrategy, WriterSchema}
 use sluice_engine::{EngineConfig, Format, OutputRecord, TransformEngine};
 use sluice_model::{Value, write_json_value};
 use sluice_registry::{HttpRegistry, Registration, RegistrySettings, SchemaRegistry};
-use sluice_source::{ChangeFeed, Position, SourceOptions};
+use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
 
 use crate::config::PipelineConfig;
 use crate::error::PipelineError;
@@ -115,7 +115,7 @@ pub fn preview(
     let mut instance = module.instantiate(&options.params, format)?;
     let mut schemas = SchemaLookup::new(options.encoding.as_ref())?;
     let mut summary = PreviewSummary::default();
-    for batch in feed.read(Position::at_version(options.from), to)? {
+    for batch in feed.read(Position::at_version(options.from), to, Preceded::Nothing)? {
         let batch = batch?;
         let mut output = instance.transform(&batch.batch).map_err(|e| {
             let row = match &e {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use sluice_encoding::{Framed, SNAPSHOT_METADATA};
 use sluice_sink::SinkRecord;
-use sluice_source::{ChangeBatch, ChangeFeed, Position, SourceError};
+use sluice_source::{ChangeBatch, ChangeFeed, Position, Preceded, SourceError};
 use tokio::task::JoinHandle;
 
 use crate::error::PipelineError;
@@ -61,11 +61,12 @@ pub(crate) struct RangeJob {
 }
 
 impl RangeJob {
-    /// Starts reading `feed` from `from` (through `latest`, or to the snapshot's end) and
-    /// transforming with `stages`, which [`RangeJob::stop`] gives back.
+    /// Starts reading `feed` from `from` (through `latest`, or to the snapshot's end),
+    /// after what `from` is preceded by, and transforming with `stages`, which
+    /// [`RangeJob::stop`] gives back.
     pub(crate) fn start(
         feed: Arc<ChangeFeed>,
-        from: Position,
+        from: (Position, Preceded),
         latest: u64,
         stages: Vec<TransformStage>,
         builder: Arc<RecordBuilder>,
@@ -107,7 +108,7 @@ impl RangeJob {
 /// Reads the range into `out`, one batch per blocking step.
 async fn read(
     feed: Arc<ChangeFeed>,
-    from: Position,
+    (from, preceded): (Position, Preceded),
     latest: u64,
     out: ByteSender<Result<ChangeBatch, SourceError>>,
     metrics: Arc<PipelineMetrics>,
@@ -119,7 +120,7 @@ async fn read(
                     .map(|batch| batch.map(marked_snapshot)),
             )
         } else {
-            Box::new(feed.read(from, latest)?)
+            Box::new(feed.read(from, latest, preceded)?)
         })
     })
     .await;
@@ -262,6 +263,9 @@ fn prepare(
                 digest: stage.digest(),
             };
             let framed = std::mem::take(&mut output.framed);
+            if let Err(refused) = builder.refuse_unframed(batch, &output, &framed) {
+                return (Prepared::Failed(refused), 0);
+            }
             let built = builder.build(batch, output, made_by);
             let bytes = built.bytes as usize;
             let prepared = Prepared::Batch(PreparedBatch {

@@ -2,7 +2,7 @@
 //! module's records with their origin (and change headers when asked for), and a dead
 //! letter per failed row when the pipeline has a dead-letter topic.
 
-use sluice_encoding::Framed;
+use sluice_encoding::{Format, Framed, UnframedPart, first_unframed};
 use sluice_model::helpers::CHANGE_COLUMNS;
 use sluice_model::{Column, JsonObject, Value};
 use sluice_sink::{RecordOrigin, SinkRecord};
@@ -29,6 +29,8 @@ pub(crate) struct RecordBuilder {
     change_headers: bool,
     policy: ErrorPolicy,
     schema_ids: Option<Arc<SchemaIds>>,
+    /// What the helpers write, which the module's own bytes must not slip past.
+    format: Format,
 }
 
 /// The records of one batch, ready for the sink.
@@ -62,7 +64,39 @@ impl RecordBuilder {
             change_headers: config.sink.change_headers,
             policy: config.transform.on_error,
             schema_ids,
+            format: config.format(),
         }
+    }
+
+    /// Refuses a batch whose module wrote a key or value itself that the pipeline's
+    /// format writes through the schema registry: produced, it would reach consumers
+    /// without a schema id (and the pipeline would look as if it encoded it).
+    pub(crate) fn refuse_unframed(
+        &self,
+        batch: &ChangeBatch,
+        output: &StageOutput,
+        framed: &[Framed],
+    ) -> Result<(), PipelineError> {
+        let parts = output
+            .records
+            .iter()
+            .map(|r| (r.key.is_some(), r.value.is_some()));
+        let Some((index, part)) = first_unframed(&self.format, parts, framed) else {
+            return Ok(());
+        };
+        let first_row = batch.end.row_offset - batch.batch.num_rows() as u64;
+        let format = match part {
+            UnframedPart::Key => self.format.key.name(),
+            UnframedPart::Value => self.format.value.name(),
+        };
+        Err(PipelineError::Unframed {
+            pipeline: self.pipeline.clone(),
+            table: self.table.clone(),
+            version: batch.end.version,
+            row_in_version: first_row + u64::from(output.records[index].source_row),
+            part: part.name(),
+            format,
+        })
     }
 
     /// `records` with the schema ids written into those the helpers framed (`framed`),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use sluice_sink::{KafkaSink, SinkConfig, SinkError, SourcePosition};
-use sluice_source::{ChangeFeed, Position};
+use sluice_source::{ChangeFeed, Position, Preceded};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::{DeliveryMode, PipelineConfig};
@@ -167,6 +167,7 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
         delivery,
         start,
         resolved,
+        fresh,
         took,
     } = start(
         config,
@@ -196,6 +197,7 @@ pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
         // the start is stored with the first commit, or before waiting for new versions:
         // a restart must not skip what was committed since.
         start_unstored: resolved,
+        fresh_start: fresh.then_some(start),
         summary: RunSummary {
             position: start,
             ..RunSummary::default()
@@ -274,6 +276,9 @@ struct Pipeline<'a, D, C> {
     commits: CommitPolicy,
     uncommitted: Option<Uncommitted>,
     start_unstored: bool,
+    /// The position before which this pipeline delivered nothing, if it starts fresh:
+    /// a read from there takes its version's schema as the first.
+    fresh_start: Option<Position>,
     summary: RunSummary,
     swaps: Option<mpsc::Receiver<SwapRequest>>,
     progress: Progress,
@@ -526,9 +531,15 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
             .stages
             .take()
             .expect("the stages are back from the last range job");
+        let position = self.summary.position;
+        let preceded = if self.fresh_start == Some(position) {
+            Preceded::Nothing
+        } else {
+            Preceded::ByEarlierRows
+        };
         RangeJob::start(
             self.feed.clone(),
-            self.summary.position,
+            (position, preceded),
             latest,
             stages,
             self.builder.clone(),
@@ -561,9 +572,12 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
             let batch = match next {
                 None => break,
                 Some(Prepared::Failed(error)) => {
-                    if matches!(error, PipelineError::Transform { .. }) {
-                        // The batches before this one are good: keep them.
-                        self.commit_uncommitted().await?;
+                    // The batches before this one are good: keep them, so a restart
+                    // after the fix goes on from the failure.
+                    match error.keeps_earlier_batches() {
+                        Some(Some(version)) => self.commit(Position::at_version(version)).await?,
+                        Some(None) => self.commit_uncommitted().await?,
+                        None => {}
                     }
                     return Err(error);
                 }
@@ -641,6 +655,7 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
             table: self.feed.table().to_string(),
             position,
             module_digest: self.digest.clone(),
+            starts_fresh: self.fresh_start == Some(position),
         };
         let started = Instant::now();
         self.delivery().await?.commit(&stored).await?;

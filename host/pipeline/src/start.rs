@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_sink::SinkError;
+use sluice_sink::{SinkError, SourcePosition};
 use sluice_source::{ChangeFeed, Position, SourceOptions};
 
 use crate::config::{PipelineConfig, StartingVersion};
@@ -27,6 +27,9 @@ pub(crate) struct Started<D> {
     pub start: Position,
     /// Whether `start` came from the config and is not stored yet.
     pub resolved: bool,
+    /// Whether nothing was delivered before `start` (a configured start, or a stored
+    /// one marked fresh): its version's schema is not checked against earlier records.
+    pub fresh: bool,
     /// How long each step took.
     pub took: StartupTimes,
 }
@@ -111,9 +114,9 @@ pub(crate) async fn start<D: Delivery>(
         StartFrom::StoredPosition => stored_position(config, &feed, &delivery).await?,
         StartFrom::Configured => None,
     };
-    let (start, resolved) = match stored {
-        Some(position) => (position, false),
-        None => (configured_start(config, &feed).await?, true),
+    let (start, resolved, fresh) = match stored {
+        Some(stored) => (stored.position, false, stored.starts_fresh),
+        None => (configured_start(config, &feed).await?, true, true),
     };
     Ok(Started {
         feed,
@@ -121,6 +124,7 @@ pub(crate) async fn start<D: Delivery>(
         delivery,
         start,
         resolved,
+        fresh,
         took: StartupTimes {
             table,
             module,
@@ -135,7 +139,7 @@ async fn stored_position(
     config: &PipelineConfig,
     feed: &Arc<ChangeFeed>,
     delivery: &impl Delivery,
-) -> Result<Option<Position>, PipelineError> {
+) -> Result<Option<SourcePosition>, PipelineError> {
     let Some(stored) = delivery.stored_position().await? else {
         return Ok(None);
     };
@@ -157,7 +161,7 @@ async fn stored_position(
         });
     }
     tracing::info!(%position, module_digest = %stored.module_digest, "Resuming from the stored position.");
-    Ok(Some(position))
+    Ok(Some(stored))
 }
 
 /// The table's latest version, read on the blocking pool.
@@ -180,10 +184,12 @@ pub(crate) async fn configured_start(
         let version = blocking_step(move || reader.version_at_or_after(millis)).await?;
         return Ok(Position::at_version(version));
     }
-    let version = match source.starting_version {
-        None | Some(StartingVersion::Earliest) => 0,
-        Some(StartingVersion::Version(v)) => v,
-        Some(StartingVersion::Latest) => latest_version(feed).await?,
+    let version = match (source.starting_version, source.snapshot) {
+        // A snapshot is of the latest version unless a version is named, as Spark's
+        // streaming read without a starting version.
+        (None, true) | (Some(StartingVersion::Latest), _) => latest_version(feed).await?,
+        (None, false) | (Some(StartingVersion::Earliest), _) => 0,
+        (Some(StartingVersion::Version(v)), _) => v,
     };
     Ok(match (source.snapshot, source.starting_version) {
         (true, _) => Position::snapshot_at(version),

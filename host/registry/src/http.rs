@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use base64::Engine as _;
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value as Json, json};
 use sluice_encoding::{SchemaKind, WriterSchema};
 use ureq::Agent;
@@ -267,8 +267,16 @@ impl HttpRegistry {
     }
 }
 
+/// What a subject keeps of its characters in a URL path: RFC 3986's unreserved ones,
+/// so a registry that quotes the path back names the subject as it is.
+const SUBJECT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 fn segment(subject: &str) -> String {
-    utf8_percent_encode(subject, NON_ALPHANUMERIC).to_string()
+    utf8_percent_encode(subject, SUBJECT).to_string()
 }
 
 impl SchemaRegistry for HttpRegistry {
@@ -344,7 +352,9 @@ impl SchemaRegistry for HttpRegistry {
                             .join("; ")
                     })
                     .filter(|m| !m.is_empty())
-                    .unwrap_or_else(|| "the registry gave no reason".to_string());
+                    .unwrap_or_else(|| {
+                        "the registry's compatibility check gave no reasons (Apicurio gives them only when the schema is registered: `sluice run` would stop there with them)".to_string()
+                    });
                 Ok(Registration::Refused(reasons))
             }
             None => Err(RegistryError::Refused {
@@ -389,6 +399,15 @@ mod tests {
     use std::net::TcpListener;
 
     use super::*;
+
+    #[test]
+    fn subjects_keep_their_unreserved_characters_in_paths() {
+        assert_eq!(
+            segment("gold-deals.v1_x~y-value"),
+            "gold-deals.v1_x~y-value"
+        );
+        assert_eq!(segment("a/b c"), "a%2Fb%20c");
+    }
 
     /// Serves one request with `answer`; returns what it received.
     fn serve_once(status: u16, answer: &'static str) -> (String, std::thread::JoinHandle<String>) {

@@ -21,7 +21,8 @@ use crate::watch::{SecurityWatch, Watched};
 
 /// A pipeline's committed position together with what it belongs to: the table it is a
 /// position in and the module that made the records up to it. Stored as JSON under the
-/// pipeline's name (`table`, `version`, `row_offset`, `snapshot` when set, `module_digest`).
+/// pipeline's name (`table`, `version`, `row_offset`, `snapshot` when set, `module_digest`,
+/// `starts_fresh` when set).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourcePosition {
     /// The table as configured.
@@ -31,6 +32,11 @@ pub struct SourcePosition {
     pub position: Position,
     /// SHA-256 of the transform module that produced the records up to here.
     pub module_digest: String,
+    /// Whether the pipeline delivered nothing before this position (a configured start
+    /// stored before its first records, or a position reset by hand): the schema of its
+    /// version is the pipeline's first, not a change to check against earlier records.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub starts_fresh: bool,
 }
 
 /// A consumer context that does not log reaching the end of the partition as an

@@ -3,8 +3,8 @@
 
 use delta_kernel::arrow::compute::concat_batches;
 
+use crate::changes::ChangeBatch;
 use crate::error::SourceError;
-use crate::feed::ChangeBatch;
 
 /// Batches of `inner` joined while they belong to one version (and one snapshot or
 /// change phase), share a schema and fit in `batch_rows` rows. An error ends the

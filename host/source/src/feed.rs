@@ -3,23 +3,19 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use delta_kernel::arrow::array::{Array, AsArray, RecordBatch};
-use delta_kernel::arrow::compute::cast;
-use delta_kernel::arrow::datatypes::{DataType, Int64Type};
-use delta_kernel::engine::arrow_data::ArrowEngineData;
 use delta_kernel::history_manager::timestamp_range_to_versions;
 use delta_kernel::object_store::path::Path as ObjectPath;
 use delta_kernel::object_store::{self, DynObjectStore, GetOptions};
-use delta_kernel::schema::StructType;
-use delta_kernel::table_changes::TableChanges;
-use delta_kernel::{Engine, EngineData, KernelError, Snapshot, SnapshotRef};
+use delta_kernel::schema::SchemaRef;
+use delta_kernel::{Engine, KernelError, Snapshot, SnapshotRef};
 use delta_kernel_default_engine::DefaultEngineBuilder;
 use delta_kernel_default_engine::executor::TaskExecutor;
 use delta_kernel_default_engine::executor::tokio::TokioMultiThreadExecutor;
 use url::Url;
 
-use crate::coalesce::coalesce;
+use crate::changes::{ChangeBatch, Reading};
 use crate::error::{SourceError, kernel_error};
+use crate::schema_change::{Preceded, SharedSchemaMemory};
 use crate::storage::{StorageMetrics, StoreKind, open_store, store_kind};
 use crate::vended::VendedCredentials;
 use sluice_catalog::{Catalog, TableName};
@@ -66,15 +62,6 @@ pub struct StorageAccess {
     pub bytes: usize,
 }
 
-/// A batch of change rows and the position right after its last row.
-#[derive(Debug)]
-pub struct ChangeBatch {
-    /// Data columns plus `_change_type`, `_commit_version` and `_commit_timestamp`.
-    pub batch: RecordBatch,
-    /// Where reading continues after this batch.
-    pub end: Position,
-}
-
 /// The runtime every table's storage reads run on, one per process with a worker per
 /// core. The kernel's default engine would start a thread and a runtime of its own for
 /// every table, which a host of a thousand pipelines cannot afford.
@@ -102,6 +89,8 @@ pub struct ChangeFeed {
     /// The newest snapshot seen, which the next look for new versions updates from
     /// instead of replaying the log again.
     latest: Mutex<Option<SnapshotRef>>,
+    /// The schema the last read met, shared with the reads.
+    pub(crate) schemas: SharedSchemaMemory,
 }
 
 impl ChangeFeed {
@@ -135,6 +124,7 @@ impl ChangeFeed {
             store_kind: opened.kind,
             credentials: opened.credentials,
             latest: Mutex::new(None),
+            schemas: SharedSchemaMemory::default(),
         };
         let snapshot = feed.snapshot()?;
         if snapshot.table_properties().enable_change_data_feed != Some(true) {
@@ -278,245 +268,56 @@ impl ChangeFeed {
     /// Rows before `from` (the first `from.row_offset` rows of `from.version`) are
     /// skipped. Batches hold at most `batch_rows` rows and never span two versions. A
     /// range across schema changes is read in parts, one per schema; an added nullable
-    /// column appears from its version on, and any other change is an error that names
-    /// the version.
+    /// column appears from its version on, and any other change ends the read with an
+    /// error that names the version and the change, after the rows of the versions
+    /// before it. When `preceded` says rows before `from` were delivered, a change at
+    /// `from.version` itself is checked against the schema of the version before.
     pub fn read(
         &self,
         from: Position,
         to: u64,
+        preceded: Preceded,
     ) -> Result<impl Iterator<Item = Result<ChangeBatch, SourceError>> + Send + 'static, SourceError>
     {
-        let table = self.table.clone();
-        let parts = self.parts(from.version, to)?;
-        let engine = self.engine.clone();
-        let mut cursor = Cursor::new(table.clone(), from, self.options.batch_rows.max(1));
-        let mut pending: std::vec::IntoIter<ChangeBatch> = Vec::new().into_iter();
-        let mut parts = parts.into_iter();
-        let mut batches: Option<KernelBatches> = None;
-        let mut range = (from.version, to);
-        let batch_rows = self.options.batch_rows.max(1);
-        let pieces = std::iter::from_fn(move || {
-            loop {
-                if let Some(next) = pending.next() {
-                    return Some(Ok(next));
-                }
-                let data = match batches.as_mut().and_then(Iterator::next) {
-                    Some(data) => data,
-                    None => {
-                        let changes = parts.next()?;
-                        range = (changes.start_version(), changes.end_version());
-                        let scan = changes
-                            .into_scan_builder()
-                            .build()
-                            .and_then(|scan| scan.execute(engine.clone()));
-                        match scan {
-                            Ok(scan) => batches = Some(Box::new(scan)),
-                            Err(e) => return Some(Err(classify(&table, range.0, range.1, e))),
-                        }
-                        continue;
-                    }
-                };
-                let batch = match data.and_then(ArrowEngineData::try_from_engine_data) {
-                    Ok(data) => RecordBatch::from(data),
-                    Err(e) => return Some(Err(classify(&table, range.0, range.1, e))),
-                };
-                match cursor.split(batch) {
-                    Ok(split) => pending = split.into_iter(),
-                    Err(e) => return Some(Err(e)),
-                }
+        let before = match preceded {
+            Preceded::ByEarlierRows if from.row_offset == 0 && from.version > 0 => {
+                Some(self.schema_of(from.version - 1)?)
             }
-        });
-        Ok(coalesce(pieces, batch_rows))
-    }
-
-    /// The range `start..=end` as parts with one schema each: the kernel reads a change
-    /// feed only where the schema at the start equals the one at the end.
-    fn parts(&self, start: u64, end: u64) -> Result<Vec<TableChanges>, SourceError> {
-        let changes = |start, end| {
-            TableChanges::try_new(self.url.clone(), self.engine.as_ref(), start, Some(end))
+            // Rows of `from.version` were delivered in its own schema, or none came before.
+            _ => None,
         };
-        match changes(start, end) {
-            Ok(whole) => return Ok(vec![whole]),
-            Err(e) if schemas_differ(&e) => {}
-            Err(e) => return Err(classify(&self.table, start, end, e)),
+        let reading = Reading {
+            table: self.table.clone(),
+            url: self.url.clone(),
+            engine: self.engine.clone(),
+            memory: self.schemas.clone(),
+            batch_rows: self.options.batch_rows.max(1),
+        };
+        Ok(reading.start(from, to, before))
+    }
+
+    /// The schema of `version`: remembered from the last read when it covered it,
+    /// otherwise from the table's snapshot at that version.
+    fn schema_of(&self, version: u64) -> Result<SchemaRef, SourceError> {
+        if let Some(schema) = self.schemas.of(version) {
+            return Ok(schema);
         }
-        let mut bounds = vec![start];
-        bounds.extend(self.metadata_versions(start + 1, end)?);
-        bounds.push(end + 1);
-        let mut parts: Vec<TableChanges> = Vec::new();
-        for window in bounds.windows(2) {
-            let (first, last) = (window[0], window[1] - 1);
-            let part = changes(first, last).map_err(|e| classify(&self.table, first, last, e))?;
-            if let Some(before) = parts.last() {
-                check_additive(&self.table, first, before.schema(), part.schema())?;
-            }
-            parts.push(part);
-        }
-        Ok(parts)
+        let snapshot = Snapshot::builder_for(self.url.as_str())
+            .at_version(version)
+            .build(self.engine.as_ref())
+            .map_err(|e| {
+                kernel_error(
+                    &self.table,
+                    &format!(
+                        "reading the schema of version {version}, which a schema change after it is checked against"
+                    ),
+                    e,
+                )
+            })?;
+        let schema = snapshot.schema();
+        self.schemas.remember(version..=version, schema.clone());
+        Ok(schema)
     }
-
-    /// Versions in `start..=end` whose commit carries a `metaData` action, the only
-    /// place a schema changes.
-    fn metadata_versions(&self, start: u64, end: u64) -> Result<Vec<u64>, SourceError> {
-        let fail = |e| kernel_error(&self.table, "looking for schema changes", e);
-        let files = (start..=end)
-            .map(|v| {
-                self.url
-                    .join(&format!("_delta_log/{v:020}.json"))
-                    .map(|url| (url, None))
-                    .map_err(|e| fail(KernelError::InvalidUrl(e)))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let commits = self
-            .engine
-            .storage_handler()
-            .read_files(files)
-            .map_err(fail)?;
-        let mut versions = Vec::new();
-        for (version, commit) in (start..=end).zip(commits) {
-            let commit = commit.map_err(fail)?;
-            let has_metadata = commit.split(|&b| b == b'\n').any(|line| {
-                serde_json::from_slice::<serde_json::Value>(line)
-                    .is_ok_and(|action| action.get("metaData").is_some())
-            });
-            if has_metadata {
-                versions.push(version);
-            }
-        }
-        Ok(versions)
-    }
-}
-
-/// Whether the kernel refused a range because its start and end schemas differ (it says
-/// so in a typed error or, from `TableChanges::try_new`, in a generic one).
-fn schemas_differ(error: &KernelError) -> bool {
-    matches!(error, KernelError::ChangeDataFeedIncompatibleSchema(..))
-        || error.to_string().contains("schemas are different")
-}
-
-/// Accepts a schema change that only adds nullable columns; anything else (a dropped,
-/// renamed or retyped column) stops the read at `version`.
-fn check_additive(
-    table: &str,
-    version: u64,
-    before: &StructType,
-    after: &StructType,
-) -> Result<(), SourceError> {
-    let breaking = |detail: String| SourceError::SchemaChanged {
-        table: table.to_string(),
-        version,
-        detail,
-    };
-    for old in before.fields() {
-        match after.field(old.name()) {
-            None => {
-                return Err(breaking(format!(
-                    "column `{}` was dropped or renamed",
-                    old.name()
-                )));
-            }
-            Some(new) if new.data_type() != old.data_type() => {
-                return Err(breaking(format!(
-                    "column `{}` changed type from {} to {}",
-                    old.name(),
-                    old.data_type(),
-                    new.data_type()
-                )));
-            }
-            Some(_) => {}
-        }
-    }
-    if let Some(new) = after
-        .fields()
-        .find(|f| before.field(f.name()).is_none() && !f.is_nullable())
-    {
-        return Err(breaking(format!(
-            "column `{}` was added as NOT NULL",
-            new.name()
-        )));
-    }
-    Ok(())
-}
-
-/// The kernel's change rows of one part of a range.
-type KernelBatches = Box<dyn Iterator<Item = Result<Box<dyn EngineData>, KernelError>> + Send>;
-
-/// Tracks the position across the kernel's batches and cuts them into output batches.
-struct Cursor {
-    table: String,
-    skip_until: Position,
-    at: Position,
-    batch_rows: usize,
-}
-
-impl Cursor {
-    fn new(table: String, from: Position, batch_rows: usize) -> Cursor {
-        Cursor {
-            table,
-            skip_until: from,
-            at: Position::at_version(from.version),
-            batch_rows,
-        }
-    }
-
-    fn split(&mut self, batch: RecordBatch) -> Result<Vec<ChangeBatch>, SourceError> {
-        let versions = commit_versions(&self.table, &batch)?;
-        let mut out = Vec::new();
-        let mut start = 0;
-        while start < versions.len() {
-            let version = versions[start];
-            if version < self.at.version {
-                return Err(SourceError::OutOfOrder {
-                    table: self.table.clone(),
-                    previous: self.at.version,
-                    found: version,
-                });
-            }
-            if version > self.at.version {
-                self.at = Position::at_version(version);
-            }
-            let run_end = versions[start..]
-                .iter()
-                .position(|&v| v != version)
-                .map_or(versions.len(), |n| start + n);
-            let mut row = start;
-            if version == self.skip_until.version && self.at.row_offset < self.skip_until.row_offset
-            {
-                let skip =
-                    (self.skip_until.row_offset - self.at.row_offset).min((run_end - row) as u64);
-                self.at.row_offset += skip;
-                row += skip as usize;
-            }
-            while row < run_end {
-                let len = (run_end - row).min(self.batch_rows);
-                self.at.row_offset += len as u64;
-                out.push(ChangeBatch {
-                    batch: batch.slice(row, len),
-                    end: self.at,
-                });
-                row += len;
-            }
-            start = run_end;
-        }
-        Ok(out)
-    }
-}
-
-fn commit_versions(table: &str, batch: &RecordBatch) -> Result<Vec<u64>, SourceError> {
-    let missing = || SourceError::Kernel {
-        table: table.to_string(),
-        context: "reading _commit_version".to_string(),
-        source: Box::new(KernelError::MissingColumn("_commit_version".to_string())),
-    };
-    let column = batch
-        .column_by_name("_commit_version")
-        .ok_or_else(missing)?;
-    let column = cast(column, &DataType::Int64).map_err(|_| missing())?;
-    let column = column.as_primitive::<Int64Type>();
-    if column.null_count() > 0 {
-        return Err(missing());
-    }
-    Ok(column.values().iter().map(|&v| v as u64).collect())
 }
 
 /// Where `catalog` keeps the table it names `name`, and credentials that read it.
@@ -572,117 +373,67 @@ fn table_url(table: &str) -> Result<Url, SourceError> {
     Url::from_directory_path(&absolute).map_err(|()| invalid("not an absolute path".into()))
 }
 
-fn classify(table: &str, start: u64, end: u64, error: KernelError) -> SourceError {
-    let table_s = table.to_string();
-    match error {
-        KernelError::ChangeDataFeedUnsupported(version) => SourceError::CdfDisabledInRange {
-            table: table_s,
-            version,
-        },
-        // An earlier version is there, so this one was cleaned up by nothing: the store's
-        // listing was cut short.
-        KernelError::StartVersionNotFound {
-            requested,
-            earliest,
-        } if earliest <= requested => SourceError::LogListingIncomplete {
-            table: table_s,
-            version: requested,
-        },
-        KernelError::StartVersionNotFound {
-            requested,
-            earliest,
-        } => SourceError::VersionUnavailable {
-            table: table_s,
-            requested,
-            earliest,
-        },
-        e if schemas_differ(&e) => SourceError::SchemaChanged {
-            table: table_s,
-            version: start,
-            detail: e.to_string(),
-        },
-        KernelError::FileNotFound(_) => SourceError::FileMissing {
-            table: table_s,
-            start,
-            end,
-            detail: error.to_string(),
-        },
-        e if e.to_string().contains("not found") => SourceError::FileMissing {
-            table: table_s,
-            start,
-            end,
-            detail: e.to_string(),
-        },
-        e => kernel_error(
-            table,
-            &format!("reading changes of versions {start}..={end}"),
-            e,
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
-    use delta_kernel::arrow::array::{Int64Array, RecordBatch};
-    use delta_kernel::arrow::datatypes::{Field, Schema};
+    use delta_kernel::arrow::array::RecordBatch;
 
     use super::*;
 
-    fn versions(v: &[i64]) -> RecordBatch {
-        let schema = Schema::new(vec![Field::new("_commit_version", DataType::Int64, false)]);
-        RecordBatch::try_new(
-            Arc::new(schema),
-            vec![Arc::new(Int64Array::from(v.to_vec()))],
-        )
-        .unwrap()
-    }
-
-    fn shape(batches: &[ChangeBatch]) -> Vec<(usize, Position)> {
-        batches
-            .iter()
-            .map(|b| (b.batch.num_rows(), b.end))
-            .collect()
-    }
-
-    #[test]
-    fn batches_never_span_versions_and_respect_the_row_cap() {
-        let mut cursor = Cursor::new("t".into(), Position::at_version(1), 2);
-        let out = cursor.split(versions(&[1, 1, 1, 2])).unwrap();
-        let p = |version, row_offset| Position {
-            row_offset,
-            ..Position::at_version(version)
-        };
-        assert_eq!(shape(&out), [(2, p(1, 2)), (1, p(1, 3)), (1, p(2, 1))]);
-        let out = cursor.split(versions(&[2, 4])).unwrap();
-        assert_eq!(shape(&out), [(1, p(2, 2)), (1, p(4, 1))]);
+    /// The versions of the rows read before the read ended, and how it ended.
+    fn read_until_error(
+        feed: &ChangeFeed,
+        from: u64,
+        to: u64,
+        preceded: Preceded,
+    ) -> (Vec<u64>, Option<SourceError>) {
+        let mut versions = Vec::new();
+        for batch in feed.read(Position::at_version(from), to, preceded).unwrap() {
+            match batch {
+                Ok(batch) => versions.push(batch.end.version),
+                Err(e) => return (versions, Some(e)),
+            }
+        }
+        (versions, None)
     }
 
     #[test]
-    fn resuming_inside_a_version_skips_delivered_rows_across_kernel_batches() {
-        let from = Position {
-            row_offset: 3,
-            ..Position::at_version(3)
-        };
-        let mut cursor = Cursor::new("t".into(), from, 10);
-        assert!(cursor.split(versions(&[3, 3])).unwrap().is_empty());
-        let out = cursor.split(versions(&[3, 3, 4])).unwrap();
-        let p = |version, row_offset| Position {
-            row_offset,
-            ..Position::at_version(version)
-        };
-        assert_eq!(shape(&out), [(1, p(3, 4)), (1, p(4, 1))]);
+    fn a_rename_stops_a_read_after_the_versions_before_it_and_names_both_columns() {
+        let feed =
+            ChangeFeed::open(&fixture("column_mapping_rename"), SourceOptions::default()).unwrap();
+        let (versions, error) = read_until_error(&feed, 0, 6, Preceded::Nothing);
+        assert_eq!(versions, [1, 2], "the rows of versions 1 and 2 come first");
+        let error = error.expect("the rename stops the read").to_string();
+        assert!(
+            error.contains("changed its schema at version 3")
+                && error.contains("column `value` was renamed to `amount (eur)`"),
+            "{error}"
+        );
     }
 
     #[test]
-    fn rows_out_of_commit_order_are_an_error() {
-        let mut cursor = Cursor::new("t".into(), Position::at_version(0), 10);
-        cursor.split(versions(&[5])).unwrap();
-        assert!(matches!(
-            cursor.split(versions(&[4])),
-            Err(SourceError::OutOfOrder { .. })
-        ));
+    fn a_read_after_earlier_rows_checks_the_change_at_its_first_version() {
+        let feed =
+            ChangeFeed::open(&fixture("column_mapping_rename"), SourceOptions::default()).unwrap();
+        let (_, error) = read_until_error(&feed, 3, 6, Preceded::ByEarlierRows);
+        let error = error.expect("the version before 3 had `value`").to_string();
+        assert!(error.contains("was renamed to `amount (eur)`"), "{error}");
+        // A start there takes the new schema as its first.
+        let (versions, error) = read_until_error(&feed, 3, 6, Preceded::Nothing);
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(versions.first(), Some(&4));
+        // Following: the read of versions up to 2 leaves the schema for the next one.
+        let (_, error) = read_until_error(&feed, 0, 2, Preceded::Nothing);
+        assert!(error.is_none(), "{error:?}");
+        let (_, error) = read_until_error(&feed, 3, 3, Preceded::ByEarlierRows);
+        assert!(
+            error.is_some(),
+            "a following read of version 3 alone must stop"
+        );
+        let (versions, error) = read_until_error(&feed, 4, 6, Preceded::ByEarlierRows);
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(versions.last(), Some(&6));
     }
 
     fn fixture(name: &str) -> String {
@@ -691,7 +442,7 @@ mod tests {
 
     fn rows(feed: &ChangeFeed) -> Vec<RecordBatch> {
         let latest = feed.latest_version().unwrap();
-        feed.read(Position::at_version(0), latest)
+        feed.read(Position::at_version(0), latest, Preceded::Nothing)
             .unwrap()
             .map(|batch| batch.unwrap().batch)
             .collect()

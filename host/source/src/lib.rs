@@ -4,15 +4,19 @@
 //! deletion vectors applied. The reader yields Arrow batches of bounded size, each
 //! with the position right after its last row, so a pipeline can resume mid-version.
 
+mod changes;
 mod coalesce;
 mod error;
 mod feed;
+mod schema_change;
 mod snapshot;
 mod storage;
 mod vended;
 
+pub use changes::ChangeBatch;
 pub use error::SourceError;
-pub use feed::{ChangeBatch, ChangeFeed, SourceOptions, StorageAccess};
+pub use feed::{ChangeFeed, SourceOptions, StorageAccess};
+pub use schema_change::Preceded;
 pub use sluice_position::Position;
 pub use storage::{StorageMetrics, StoreKind};
 

@@ -10,10 +10,11 @@ use delta_kernel::engine::arrow_data::ArrowEngineData;
 use delta_kernel::scan::state::{ScanFile, transform_to_logical};
 use delta_kernel::{Engine, FileMeta, KernelError, Snapshot};
 
+use crate::changes::ChangeBatch;
 use crate::coalesce::coalesce;
 use crate::error::SourceError;
 use crate::error::kernel_error;
-use crate::feed::{ChangeBatch, ChangeFeed};
+use crate::feed::ChangeFeed;
 use sluice_position::Position;
 
 impl ChangeFeed {
@@ -43,6 +44,8 @@ impl ChangeFeed {
             .at_version(version)
             .build(self.engine.as_ref())
             .map_err(&fail)?;
+        // The changes after a snapshot are checked against its schema.
+        self.schemas.remember(version..=version, snapshot.schema());
         let timestamp_micros = snapshot
             .get_timestamp(self.engine.as_ref())
             .map_err(&fail)?

@@ -12,7 +12,7 @@ use serde_json::Value;
 use sluice_source::arrow::array::{ArrayRef, RecordBatch, new_null_array};
 use sluice_source::arrow::datatypes::{Field, Schema, SchemaRef};
 use sluice_source::arrow::ipc::writer::FileWriter;
-use sluice_source::{ChangeFeed, Position, SourceError, SourceOptions};
+use sluice_source::{ChangeFeed, Position, Preceded, SourceError, SourceOptions};
 use sluice_tests::repo_root;
 
 /// Ranges where the kernel and Spark disagree, and why. Each must still disagree, so a
@@ -50,7 +50,7 @@ fn read(table: &Path, start: u64, end: u64) -> Result<Vec<RecordBatch>, SourceEr
         ..SourceOptions::default()
     };
     let feed = ChangeFeed::open(table.to_str().unwrap(), options)?;
-    feed.read(Position::at_version(start), end)?
+    feed.read(Position::at_version(start), end, Preceded::Nothing)?
         .map(|batch| batch.map(|b| b.batch))
         .collect()
 }

@@ -103,6 +103,31 @@ fn avro_json_schema_and_protobuf_decode_to_the_motivating_records_in_every_sdk()
 }
 
 #[test]
+fn a_module_writing_its_own_value_bytes_is_refused_where_the_encoding_frames_values() {
+    // The Rust gold-deals writes its JSON itself (emit-bytes, for speed): under
+    // value = "avro" its records would reach consumers without a schema id.
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let topic = unique_topic("own-bytes-avro");
+    let files = pipeline(&table, "gold-deals", &topic, &encoding("avro", ""), "");
+    let (passed, report) = sluice_check(&files.config);
+    assert!(
+        !passed
+            && report.contains("writes record values of the first batch as bytes of its own")
+            && report.contains("value = \"avro\""),
+        "{report}"
+    );
+    let stderr = run_expecting_failure(&files.config);
+    assert!(
+        stderr.contains("the module wrote a record's value as bytes of its own")
+            && stderr.contains("[sink.encoding] value = \"avro\""),
+        "{stderr}"
+    );
+    assert!(consume_all(&topic).is_empty(), "nothing is produced");
+}
+
+#[test]
 fn a_proto_file_that_imports_another_is_registered_with_a_schema_reference() {
     let work = tempfile::tempdir().unwrap();
     let table = work.path().join("deals");

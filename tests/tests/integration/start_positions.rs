@@ -97,6 +97,29 @@ fn a_snapshot_then_its_changes_resumes_mid_snapshot_exactly_once() {
 }
 
 #[test]
+fn a_snapshot_without_a_version_is_of_the_latest_version() {
+    let work = tempfile::tempdir().unwrap();
+    let table = work.path().join("deals");
+    deals_table(&table, &["scenario"]);
+    let topic = unique_topic("snapshot-latest");
+    let files = pipeline(&table, &topic, "snapshot = true", "");
+    run_to_latest(&files.config);
+    let changes = changes(&consume_all(&topic));
+    // The scenario leaves 29 deals at version 4: 30 made, 2 deleted, 1 merged in.
+    assert_eq!(
+        count(&changes, "insert", 4),
+        29,
+        "every row of the latest version"
+    );
+    assert_eq!(
+        changes.len(),
+        29,
+        "nothing of the earlier versions: {changes:?}"
+    );
+    assert_eq!(files.position(), Some((5, 0)));
+}
+
+#[test]
 fn a_starting_timestamp_starts_at_the_first_commit_after_it() {
     let work = tempfile::tempdir().unwrap();
     let table = work.path().join("deals");

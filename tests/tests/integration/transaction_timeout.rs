@@ -31,6 +31,7 @@ async fn a_transaction_open_past_the_timeout_is_aborted_and_the_next_one_deliver
         table: "t".into(),
         position: Position::at_version(version),
         module_digest: String::new(),
+        starts_fresh: false,
     };
     let mut sink = KafkaSink::connect(config.clone()).await.unwrap();
     sink.send(vec![record("stalled")]).await.unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use sluice_engine::{BatchOutput, EngineError, Format, OutputRecord, RejectedRow, TransformError};
 use sluice_sink::SinkError;
 use sluice_source::arrow::array::RecordBatch;
-use sluice_source::{ChangeFeed, Position, SourceOptions};
+use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::*;
@@ -57,7 +57,10 @@ fn all_rows() -> Vec<(u64, u64)> {
     let feed = ChangeFeed::open(&table(), SourceOptions::default()).unwrap();
     let latest = feed.latest_version().unwrap();
     let mut rows = Vec::new();
-    for batch in feed.read(Position::at_version(0), latest).unwrap() {
+    for batch in feed
+        .read(Position::at_version(0), latest, Preceded::Nothing)
+        .unwrap()
+    {
         let batch = batch.unwrap();
         let first = batch.end.row_offset - batch.batch.num_rows() as u64;
         rows.extend((first..batch.end.row_offset).map(|row| (batch.end.version, row)));

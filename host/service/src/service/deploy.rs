@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sluice_engine::{TransformError, TransformInstance, TransformModule};
 use sluice_pipeline::{PipelineConfig, Position, SwapReport, SwapRequest, instance_limits};
-use sluice_source::{ChangeFeed, SourceOptions};
+use sluice_source::{ChangeFeed, Preceded, SourceOptions};
 use tokio::sync::{mpsc, oneshot};
 
 use super::cluster::ClusterPart;
@@ -367,7 +367,7 @@ fn sample(
     let rows_from = |from: u64| -> Result<usize, ServiceError> {
         let mut seen = 0;
         for batch in feed
-            .read(Position::at_version(from), latest)
+            .read(Position::at_version(from), latest, Preceded::Nothing)
             .map_err(|e| refuse(e.to_string()))?
         {
             seen += batch.map_err(|e| refuse(e.to_string()))?.batch.num_rows();
@@ -397,7 +397,10 @@ fn sample(
                 .map_err(|e| refuse(e.to_string()))?,
         )
     } else {
-        Box::new(feed.read(from, latest).map_err(|e| refuse(e.to_string()))?)
+        Box::new(
+            feed.read(from, latest, Preceded::Nothing)
+                .map_err(|e| refuse(e.to_string()))?,
+        )
     };
     for batch in batches {
         let batch = batch.map_err(|e| refuse(e.to_string()))?.batch;
