@@ -870,6 +870,8 @@ impl PipelineConfig {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     const MINIMAL: &str = r#"
@@ -1192,5 +1194,99 @@ mod tests {
         }
         let err = with("topic_prefix = \"any.\"").unwrap_err();
         assert!(err.contains("topic_prefix"), "{err}");
+    }
+
+    /// The options docs/configuration.md lists in the table under `heading`, the names
+    /// in backticks in each row's first cell.
+    fn documented(docs: &str, heading: &str) -> BTreeSet<String> {
+        let table = docs
+            .split_once(&format!("# `{heading}`\n"))
+            .unwrap_or_else(|| panic!("docs/configuration.md has no section {heading}"))
+            .1;
+        table
+            .lines()
+            .take_while(|line| !line.starts_with('#'))
+            .filter(|line| line.starts_with("| `"))
+            .flat_map(|line| {
+                let first_cell = line.split('|').nth(1).unwrap_or_default();
+                first_cell
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The options the config accepts in `section`, as serde lists them when it refuses
+    /// an unknown one.
+    fn accepted(section: &str) -> BTreeSet<String> {
+        let mut sections = vec![
+            ("pipeline", vec!["name = \"deals\""]),
+            ("source", vec!["table = \"t\""]),
+            ("source.catalog", vec!["url = \"http://127.0.0.1:8080\""]),
+            ("transform", vec!["module = \"m.wasm\""]),
+            ("sink", vec!["topic = \"t\""]),
+            ("sink.encoding", vec![]),
+            (
+                "sink.schema_registry",
+                vec!["url = \"http://127.0.0.1:8081\""],
+            ),
+            (
+                "sink.kafka",
+                vec!["\"bootstrap.servers\" = \"127.0.0.1:9092\""],
+            ),
+        ];
+        let mut text = String::new();
+        for (name, lines) in &mut sections {
+            if *name == section {
+                lines.push("zz_not_an_option = 1");
+            }
+            text.push_str(&format!("[{name}]\n{}\n", lines.join("\n")));
+        }
+        let error = PipelineConfig::parse(&text, Path::new("/")).unwrap_err();
+        let expected = error
+            .split_once("expected")
+            .unwrap_or_else(|| panic!("{section}: {error}"))
+            .1;
+        // Tables inside the section have sections of their own in the docs.
+        let tables = [
+            "source.catalog",
+            "transform.params",
+            "sink.kafka",
+            "sink.encoding",
+            "sink.schema_registry",
+        ];
+        expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|name| !tables.contains(&format!("{section}.{name}").as_str()))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_docs_list_every_option_of_every_section_and_no_other() {
+        let docs = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
+        )
+        .unwrap();
+        for section in [
+            "pipeline",
+            "source",
+            "source.catalog",
+            "transform",
+            "sink",
+            "sink.encoding",
+            "sink.schema_registry",
+        ] {
+            assert_eq!(
+                documented(&docs, &format!("[{section}]")),
+                accepted(section),
+                "[{section}]: docs/configuration.md (left) and the config (right) differ"
+            );
+        }
     }
 }
