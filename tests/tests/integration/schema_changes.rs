@@ -157,6 +157,11 @@ fn a_history_read_from_the_start_stops_at_the_change_that_breaks_it() {
             && stderr.contains("column `region` was dropped or renamed"),
         "the stop blames the wrong change: {stderr}"
     );
+    assert_eq!(
+        stderr.matches("changed its schema at version 4").count(),
+        1,
+        "the stop is said once, not again as its cause: {stderr}"
+    );
     let delivered = versions(&topic);
     assert_eq!(
         delivered.len(),
