@@ -38,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 
+from samples import rounds, speed_ratio, spread, wait_for_quiet
+
 ROOT = Path(__file__).resolve().parents[2]
 CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "native", "native-x2", "raw", "spark"]
 # The gold-deals module each Sluice contestant runs (the Rust one when not named).
@@ -204,7 +206,7 @@ change_headers = {'true' if follow else 'false'}
         if not name.startswith("sluice-"):
             return
         module = self.module.with_name(MODULES[name]) if name in MODULES else None
-        config = self.sluice_config(self.topic(name, "warm-up"), "exactly-once", module=module, listener=name)
+        config = self.sluice_config(self.topic(name, "compile"), "exactly-once", module=module, listener=name)
         subprocess.run([self.bin / "sluice", "check", "--config", config], capture_output=True)
 
     def contestant(self, name, attempt):
@@ -298,7 +300,8 @@ def machine():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000, help="deals appended in version 0 (default 1000000)")
-    parser.add_argument("--runs", type=int, default=3, help="runs per contestant; figures are medians (default 3)")
+    parser.add_argument("--runs", type=int, default=5, help="timed samples per contestant, taken in interleaved rounds after one untimed warm-up run of each (default 5)")
+    parser.add_argument("--max-load", type=float, default=0.5, help="cores other processes may keep busy before a sample; the harness waits up to 30 s for less, then takes the sample marked as noisy (default 0.5)")
     parser.add_argument("--commits", type=int, default=300, help="commits timed in follow mode (default 300)")
     parser.add_argument("--large-commit", type=int, default=0, help="also stream one commit of this many deals with sluice-eos, for its peak memory (default 0: skip)")
     parser.add_argument("--contestants", default=",".join(CONTESTANTS), help="comma-separated subset")
@@ -318,15 +321,21 @@ def main():
         deals = [sys.executable, ROOT / "scripts/deals_table.py", bench.table]
         subprocess.run(deals + ["bulk", "--rows", str(args.rows)], check=True, capture_output=True)
         subprocess.run(deals + ["churn", "--rows", str(args.rows)], check=True, capture_output=True)
-        results = {}
+        # Every contestant runs once untimed (caches, page cache, the broker's first
+        # segments), then the timed samples come in rounds of every contestant, so a
+        # slow spell of the machine hits all of them rather than one.
         for name in contestants:
             bench.warm_up(name)
-            runs = []
-            for attempt in range(args.runs):
-                figures = bench.contestant(name, attempt)
-                print(f"{name} run {attempt + 1}: {figures['seconds']:.2f} s, {figures['count']} records, sha256 {figures['sha256'][:16]}", file=sys.stderr)
-                runs.append(figures)
-            results[name] = runs
+            figures = bench.contestant(name, "warm-up")
+            print(f"{name} warm-up: {figures['seconds']:.2f} s (not counted)", file=sys.stderr)
+        results = {name: [] for name in contestants}
+        for round_index, name in rounds(contestants, args.runs):
+            load = wait_for_quiet(args.max_load)
+            figures = bench.contestant(name, round_index)
+            figures["load"] = load
+            figures["noisy"] = load > args.max_load
+            print(f"{name} sample {round_index + 1}: {figures['seconds']:.2f} s, {figures['count']} records, sha256 {figures['sha256'][:16]}, other processes' load {load:.2f} cores", file=sys.stderr)
+            results[name].append(figures)
         # The same records from everyone, or the figures mean nothing: the same bytes
         # from every JSON contestant, and from every run of an encoding contestant; the
         # same count from all.
@@ -350,26 +359,38 @@ def render(args, results, latency, large):
     rows = []
 
     def med(runs, key):
-        values = [r[key] for r in runs]
-        return statistics.median(values), min(values), max(values)
+        return spread([r[key] for r in runs])
 
-    speed = {name: records / med(runs, "seconds")[0] for name, runs in results.items()}
+    seconds_of = {name: [r["seconds"] for r in runs] for name, runs in results.items()}
+    speed = {name: records / statistics.median(s) for name, s in seconds_of.items()}
+    loads = [r["load"] for runs in results.values() for r in runs]
+    noisy = sum(r["noisy"] for runs in results.values() for r in runs)
     lines = [
         "# End-to-end benchmark",
         "",
-        f"The deals table of the motivating case: {args.rows:,} deals appended in version 0, then an update (5% of deals), a delete (2%) and a merge (3% changed, 1% new). Every contestant delivers the same {records:,} records (keys and values checked by count and SHA-256) to one local Kafka broker. Figures are the median of {args.runs} runs, with min and max.",
+        f"The deals table of the motivating case: {args.rows:,} deals appended in version 0, then an update (5% of deals), a delete (2%) and a merge (3% changed, 1% new). Every contestant delivers the same {records:,} records (keys and values checked by count and SHA-256) to one local Kafka broker. Each contestant ran once untimed, then {args.runs} timed samples each were taken in interleaved rounds (every contestant once per round, each round starting one contestant later), so a slow spell of the machine falls on all of them. Figures are medians, with min and max; a ratio `0.82x (0.76-0.88)` is the ratio of the medians and its 90% bootstrap interval from both sides' samples: read the lower end.",
         "",
         f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs} --commits {args.commits}" + (f" --large-commit {args.large_commit}" if args.large_commit else "") + "`.",
         "",
-        "| contestant | records/s | seconds (min-max) | CPU s | peak RSS MiB | vs sluice-eos | vs native | vs raw | vs Spark | vs sluice-c |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"Other processes kept {statistics.median(loads):.2f} cores busy before the median sample (max {max(loads):.2f}); "
+        + (f"**{noisy} samples were taken above {args.max_load} cores and are marked `*`**." if noisy else f"every sample was taken below {args.max_load} cores."),
+        "",
+        "| contestant | records/s | seconds (min-max) | samples (s) | CPU s | peak RSS MiB | vs sluice-eos | vs native | vs raw | vs Spark | vs sluice-c |",
+        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, runs in results.items():
         seconds, low, high = med(runs, "seconds")
         cpu = med(runs, "cpu")[0]
         rss = med(runs, "rss")[0]
-        vs = lambda other: f"{speed[name] / speed[other]:.2f}x" if other in speed else "-"  # noqa: E731
-        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {cpu:.1f} | {rss:.0f} | {vs('sluice-eos')} | {vs('native')} | {vs('raw')} | {vs('spark')} | {vs('sluice-c')} |")
+        taken = " ".join(f"{r['seconds']:.2f}" + ("*" if r["noisy"] else "") for r in runs)
+
+        def vs(other):
+            if other not in seconds_of or other == name:
+                return "-"
+            low_ratio, ratio, high_ratio = speed_ratio(seconds_of[name], seconds_of[other])
+            return f"{ratio:.2f}x ({low_ratio:.2f}-{high_ratio:.2f})"
+
+        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {taken} | {cpu:.1f} | {rss:.0f} | {vs('sluice-eos')} | {vs('native')} | {vs('raw')} | {vs('spark')} | {vs('sluice-c')} |")
     lines += [
         "",
         "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included (the module's compiled code cached by an untimed `sluice check` first, as it is after a pipeline's first start).",

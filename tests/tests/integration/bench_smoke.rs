@@ -17,7 +17,7 @@ fn the_benchmark_harness_runs_and_its_contestants_agree() {
             "--rows",
             "3000",
             "--runs",
-            "1",
+            "2",
             "--commits",
             "3",
             "--profile",
@@ -42,4 +42,34 @@ fn the_benchmark_harness_runs_and_its_contestants_agree() {
         report.contains("p50"),
         "the follow-mode latency is reported: {report}"
     );
+    assert!(
+        report.contains("interleaved rounds") && report.contains("cores busy before"),
+        "how the samples were taken is on the page: {report}"
+    );
+    // A ratio is given with its interval: `1.23x (1.10-1.31)`.
+    let interval = has_ratio_interval(&report);
+    assert!(interval, "no ratio with an interval: {report}");
+}
+
+#[test]
+fn the_benchmark_statistics_pass_their_unit_tests() {
+    let run = Command::new("python3")
+        .arg(repo_root().join("bench/e2e/test_samples.py"))
+        .output()
+        .expect("python3 runs");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+/// Whether `report` holds a ratio with its interval, `<r>x (<low>-<high>)`.
+fn has_ratio_interval(report: &str) -> bool {
+    report.split("x (").skip(1).any(|after| {
+        after
+            .split_once(')')
+            .and_then(|(inside, _)| inside.split_once('-'))
+            .is_some_and(|(low, high)| low.parse::<f64>().is_ok() && high.parse::<f64>().is_ok())
+    })
 }
