@@ -370,7 +370,7 @@ def render(args, results, latency, large):
         "",
         f"The deals table of the motivating case: {args.rows:,} deals appended in version 0, then an update (5% of deals), a delete (2%) and a merge (3% changed, 1% new). Every contestant delivers the same {records:,} records (keys and values checked by count and SHA-256) to one local Kafka broker. Each contestant ran once untimed, then {args.runs} timed samples each were taken in interleaved rounds (every contestant once per round, each round starting one contestant later), so a slow spell of the machine falls on all of them. Figures are medians, with min and max; a ratio `0.82x (0.76-0.88)` is the ratio of the medians and its 90% bootstrap interval from both sides' samples: read the lower end.",
         "",
-        f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs} --commits {args.commits}" + (f" --large-commit {args.large_commit}" if args.large_commit else "") + "`.",
+        f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs} --commits {args.commits}" + (f" --large-commit {args.large_commit}" if args.large_commit else "") + (f" --contestants {','.join(results)}" if list(results) != CONTESTANTS else "") + "`.",
         "",
         f"Other processes kept {statistics.median(loads):.2f} cores busy before the median sample (max {max(loads):.2f}); "
         + (f"**{noisy} samples were taken above {args.max_load} cores and are marked `*`**." if noisy else f"every sample was taken below {args.max_load} cores."),
