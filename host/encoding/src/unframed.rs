@@ -22,6 +22,14 @@ impl UnframedPart {
             UnframedPart::Value => "value",
         }
     }
+
+    /// What `format` asks of the part (`avro`, `json-schema`, `protobuf`).
+    pub fn asked(self, format: &Format) -> &'static str {
+        match self {
+            UnframedPart::Key => format.key.name(),
+            UnframedPart::Value => format.value.name(),
+        }
+    }
 }
 
 /// The first record whose key or value `format` writes through a schema registry but

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use sluice_encoding::{SchemaKind, SubjectStrategy, UnframedPart, WriterSchema, first_unframed};
+use sluice_encoding::{SchemaKind, SubjectStrategy, WriterSchema, first_unframed};
 use sluice_engine::{BatchOutput, TransformInstance};
 use sluice_registry::{
     HttpRegistry, Registration, RegistryError, RegistrySettings, SchemaRegistry,
@@ -115,10 +115,11 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
             )),
         }
     }
-    if let Some(Some(output)) = &first
-        && rule.restricts()
-    {
-        findings.push(check_record_topics(&rule, output));
+    if let Some(Some(output)) = &first {
+        if rule.restricts() {
+            findings.push(check_record_topics(&rule, output));
+        }
+        findings.extend(check_own_bytes(&config, output));
     }
     if let Some(settings) = registry {
         let config = config.clone();
@@ -134,7 +135,7 @@ pub async fn check(config_path: &Path) -> Vec<Finding> {
                 Some(None) => findings.push(Finding::ok(
                     "registry",
                     format!(
-                        "The table has no change rows from the start yet; {} registered with the first records.",
+                        "The table has no change rows from the start yet; nothing is registered before the first records ({}).",
                         schema_source(&config)
                     ),
                 )),
@@ -198,16 +199,17 @@ fn check_registry(config: &PipelineConfig, settings: &RegistrySettings) -> Findi
         Ok(level) => Finding::ok(
             "registry",
             format!(
-                "The schema registry at {} answers; subject `{subject}` has compatibility {level}. {} when the first records are made.",
+                "The schema registry at {} answers; subject `{subject}` has compatibility {level}. Registered when the first records are made: {}.",
                 settings.url,
-                capitalized(&schema_source(config)),
+                schema_source(config),
             ),
         ),
         Err(e) => Finding::problem("registry", e),
     }
 }
 
-/// Where the value schemas come from, in words: the file the config names, or the table.
+/// The value schemas a pipeline registers, in words: the file the config names, or
+/// those derived from the table.
 fn schema_source(config: &PipelineConfig) -> String {
     let encoding = &config.sink.encoding;
     let supplied = encoding
@@ -216,17 +218,9 @@ fn schema_source(config: &PipelineConfig) -> String {
         .or(encoding.json_schema.as_ref())
         .or(encoding.protobuf_schema.as_ref());
     match supplied {
-        Some(file) => format!("the value schema comes from {}", file.display()),
-        None => "schemas are derived from the table".to_string(),
+        Some(file) => format!("the value schema in {}", file.display()),
+        None => "schemas derived from the table".to_string(),
     }
-}
-
-fn capitalized(sentence: &str) -> String {
-    let mut chars = sentence.chars();
-    chars
-        .next()
-        .map(|first| first.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
 }
 
 /// What the module makes of the first batch from the configured start; `None` when the
@@ -286,6 +280,24 @@ fn check_record_topics(rule: &TopicRule, output: &BatchOutput) -> Finding {
     }
 }
 
+/// A problem when the module writes keys or values itself that the pipeline's encoding
+/// writes through the schema registry: `sluice run` would refuse that batch.
+fn check_own_bytes(config: &PipelineConfig, output: &BatchOutput) -> Option<Finding> {
+    let format = config.format();
+    let parts = output
+        .records
+        .iter()
+        .map(|r| (r.key.is_some(), r.value.is_some()));
+    let (_, part) = first_unframed(&format, parts, &output.framed)?;
+    let (asked, part) = (part.asked(&format), part.name());
+    Some(Finding::problem(
+        "module",
+        format!(
+            "The module writes record {part}s of the first batch as bytes of its own (emit, emit-bytes or emit-packed), but [sink.encoding] {part} = \"{asked}\" writes {part}s in the schema registry's wire format: `sluice run` would stop at that batch rather than produce them without a schema id. Build the {part} with the host helpers (`out.encode` in every SDK, as transforms/gold-deals-helpers does), frame the module's own encoding with emit-framed, or remove `{part} = \"{asked}\"` if its own bytes are what consumers expect."
+        ),
+    ))
+}
+
 /// What registering the schemas of the first batch's records would do: the registry is
 /// asked about each schema they carry, without registering anything.
 fn check_schemas(
@@ -300,23 +312,6 @@ fn check_schemas(
     let strategy = config.sink.encoding.subject_name_strategy;
     let mut seen = Vec::new();
     let mut findings = Vec::new();
-    let format = config.format();
-    let parts = output
-        .records
-        .iter()
-        .map(|r| (r.key.is_some(), r.value.is_some()));
-    if let Some((_, part)) = first_unframed(&format, parts, &output.framed) {
-        let (part, asked) = match part {
-            UnframedPart::Key => ("key", format.key.name()),
-            UnframedPart::Value => ("value", format.value.name()),
-        };
-        findings.push(Finding::problem(
-            "module",
-            format!(
-                "The module writes record {part}s of the first batch as bytes of its own (emit, emit-bytes or emit-packed), but [sink.encoding] {part} = \"{asked}\" writes {part}s in the schema registry's wire format: `sluice run` would stop at that batch rather than produce them without a schema id. Build the {part} with the host helpers (`out.encode` in every SDK, as transforms/gold-deals-helpers does), frame the module's own encoding with emit-framed, or remove `{part} = \"{asked}\"` if its own bytes are what consumers expect."
-            ),
-        ));
-    }
     // A range without records (every row filtered out) registers nothing.
     for framed in output.framed.iter().filter(|f| !f.records.is_empty()) {
         // A module's own records may name topics of their own.

@@ -132,19 +132,29 @@ pub enum PipelineError {
     },
 }
 
+/// What becomes of the work sent before an error that stops a range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EarlierWork {
+    /// Rolled back: the sink failed, or the error is retried from the last commit.
+    RolledBack,
+    /// Committed: the module or the table stopped the pipeline, and the batches before
+    /// are good, so a restart after the fix goes on from the failure.
+    Kept,
+    /// Committed with the start of this version as the position: the read stopped
+    /// exactly there.
+    KeptUpTo(u64),
+}
+
 impl PipelineError {
-    /// Whether the batches delivered before this error are good and kept (committed)
-    /// before the pipeline stops: the module or the table stopped it, not the sink.
-    /// `Some(version)` when the read ended exactly at the start of `version`, which is
-    /// then the position stored.
-    pub(crate) fn keeps_earlier_batches(&self) -> Option<Option<u64>> {
+    /// What becomes of the work sent before this error.
+    pub(crate) fn earlier_work(&self) -> EarlierWork {
         match self {
-            PipelineError::Transform { .. } | PipelineError::Unframed { .. } => Some(None),
+            PipelineError::Transform { .. } | PipelineError::Unframed { .. } => EarlierWork::Kept,
             PipelineError::Source(SourceError::SchemaChanged { version, .. }) => {
-                Some(Some(*version))
+                EarlierWork::KeptUpTo(*version)
             }
-            PipelineError::Source(e) if !e.is_transient() => Some(None),
-            _ => None,
+            PipelineError::Source(e) if !e.is_transient() => EarlierWork::Kept,
+            _ => EarlierWork::RolledBack,
         }
     }
 

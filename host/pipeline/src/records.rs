@@ -2,7 +2,7 @@
 //! module's records with their origin (and change headers when asked for), and a dead
 //! letter per failed row when the pipeline has a dead-letter topic.
 
-use sluice_encoding::{Format, Framed, UnframedPart, first_unframed};
+use sluice_encoding::{Format, Framed, first_unframed};
 use sluice_model::helpers::CHANGE_COLUMNS;
 use sluice_model::{Column, JsonObject, Value};
 use sluice_sink::{RecordOrigin, SinkRecord};
@@ -85,17 +85,13 @@ impl RecordBuilder {
             return Ok(());
         };
         let first_row = batch.end.row_offset - batch.batch.num_rows() as u64;
-        let format = match part {
-            UnframedPart::Key => self.format.key.name(),
-            UnframedPart::Value => self.format.value.name(),
-        };
         Err(PipelineError::Unframed {
             pipeline: self.pipeline.clone(),
             table: self.table.clone(),
             version: batch.end.version,
             row_in_version: first_row + u64::from(output.records[index].source_row),
             part: part.name(),
-            format,
+            format: part.asked(&self.format),
         })
     }
 

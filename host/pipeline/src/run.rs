@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::{DeliveryMode, PipelineConfig};
 use crate::delivery::{Connect, Delivery};
-use crate::error::PipelineError;
+use crate::error::{EarlierWork, PipelineError};
 use crate::metrics::{PipelineMetrics, Stage};
 use crate::module::{Instance, Module};
 use crate::outage::{Next, Outage, Waiting, WaitingFor, epoch_ms};
@@ -572,12 +572,12 @@ impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
             let batch = match next {
                 None => break,
                 Some(Prepared::Failed(error)) => {
-                    // The batches before this one are good: keep them, so a restart
-                    // after the fix goes on from the failure.
-                    match error.keeps_earlier_batches() {
-                        Some(Some(version)) => self.commit(Position::at_version(version)).await?,
-                        Some(None) => self.commit_uncommitted().await?,
-                        None => {}
+                    match error.earlier_work() {
+                        EarlierWork::KeptUpTo(version) => {
+                            self.commit(Position::at_version(version)).await?
+                        }
+                        EarlierWork::Kept => self.commit_uncommitted().await?,
+                        EarlierWork::RolledBack => {}
                     }
                     return Err(error);
                 }

@@ -6,6 +6,7 @@ use std::ops::RangeInclusive;
 use std::sync::{Arc, Mutex};
 
 use delta_kernel::schema::{DataType, SchemaRef, StructType};
+use sluice_model::helpers::CHANGE_COLUMNS;
 
 use crate::error::SourceError;
 
@@ -51,9 +52,6 @@ impl SchemaMemory {
             .map(|known| known.schema.clone())
     }
 }
-
-/// The columns a change feed adds to the table's own.
-const CHANGE_COLUMNS: [&str; 3] = ["_change_type", "_commit_version", "_commit_timestamp"];
 
 /// The table's own columns of a change feed's schema, comparable with a snapshot's.
 pub(crate) fn table_columns(changes: &StructType) -> StructType {
