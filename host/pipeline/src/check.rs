@@ -13,7 +13,7 @@ use sluice_registry::{
 use sluice_source::{ChangeFeed, Position, Preceded};
 
 use crate::config::PipelineConfig;
-use crate::run::sink_config;
+use crate::destination::sink_config;
 use crate::stage::load_module;
 use crate::start::configured_start;
 use crate::topics::TopicRule;

@@ -14,6 +14,7 @@ use sluice_encoding::{
 };
 use sluice_engine::CompileBudget;
 use sluice_registry::{RegistryAuth, RegistrySettings};
+use sluice_sink::DeliveryMode;
 use sluice_source::SourceOptions;
 
 /// A pipeline: one table's change feed, one transform, one Kafka topic.
@@ -332,17 +333,6 @@ fn default_registry_timeout() -> Duration {
 
 fn default_registry_max_outage() -> Duration {
     Duration::from_secs(600)
-}
-
-/// How records reach Kafka.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DeliveryMode {
-    /// Records and position in one transaction per batch.
-    #[default]
-    ExactlyOnce,
-    /// Idempotent producer; the position is written after the records are acknowledged.
-    AtLeastOnce,
 }
 
 /// A TOML scalar used as a string property (`linger.ms = 5` and `"5"` are the same).

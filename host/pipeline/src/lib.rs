@@ -7,12 +7,13 @@
 
 mod check;
 mod config;
-mod delivery;
+mod dead_letters;
+mod destination;
 mod error;
 #[cfg(test)]
 mod fuzz;
-#[cfg(test)]
-mod memory;
+#[cfg(any(test, feature = "memory"))]
+mod memory_sink;
 mod metrics;
 mod module;
 mod outage;
@@ -22,31 +23,37 @@ mod queue;
 mod range;
 mod records;
 mod run;
+mod sample;
 mod schema_ids;
+mod sink;
 mod stage;
+mod stage_output;
 mod start;
 mod topics;
 mod work;
 
 pub use check::{Finding, check};
 pub use config::{
-    ConfigError, DeliveryMode, ErrorPolicy, PipelineConfig, ScalarValue, StartingVersion,
-    resolve_reference,
+    ConfigError, ErrorPolicy, PipelineConfig, ScalarValue, StartingVersion, resolve_reference,
 };
+pub use dead_letters::{DeadLetter, DeadLetters, MAX_LETTERS, read_dead_letters};
+pub use destination::{Destination, KafkaDestination, Running, run, run_controlled, sink_config};
 pub use error::PipelineError;
+#[cfg(any(test, feature = "memory"))]
+pub use memory_sink::{Call, Failure, MemorySink, Seen, Transaction};
 pub use metrics::{
     BATCH_SECONDS_BUCKETS, MetricsSnapshot, PipelineMetrics, ProgressSnapshot, StageSeconds,
 };
 pub use module::{Instance, Module};
 pub use outage::{Waiting, WaitingFor};
 pub use preview::{PreviewEncoding, PreviewOptions, PreviewSummary, preview};
-pub use run::{
-    RunControls, RunMode, RunSummary, StartFrom, SwapReport, SwapRequest, run, run_controlled,
-    sink_config,
-};
+pub use run::{RunControls, RunMode, RunSummary, SwapReport, SwapRequest};
+pub use sample::{SampleRefusal, try_on_sample};
+pub use sink::{ConnectSink, Sink};
 pub use sluice_sink::{
-    KafkaSink, SourcePosition, client_properties, is_secret_property, load_position,
+    DeliveryMode, KafkaSink, SourcePosition, client_properties, is_secret_property, load_position,
 };
 pub use sluice_source::{Position, SourceOptions};
 pub use stage::instance_limits;
+pub use start::StartFrom;
 pub use topics::TopicRule;

@@ -9,7 +9,7 @@ use sluice_engine::{TransformError, TrapKind};
 use sluice_source::{Position, StorageMetrics};
 
 use crate::outage::Waiting;
-use crate::stage::StageOutput;
+use crate::stage_output::StageOutput;
 
 /// Upper bounds, in seconds, of the batch latency histogram's buckets (the last bucket,
 /// `+Inf`, is implied).

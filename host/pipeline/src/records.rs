@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::config::{ErrorPolicy, PipelineConfig};
 use crate::error::PipelineError;
 use crate::schema_ids::SchemaIds;
-use crate::stage::{FailedRow, StageOutput};
+use crate::stage_output::{FailedRow, StageOutput};
 
 /// How a pipeline turns a stage's output into records for Kafka.
 #[derive(Clone)]

@@ -5,12 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use sluice_sink::{KafkaSink, SinkConfig, SinkError, SourcePosition};
+use sluice_sink::{SinkError, SourcePosition};
 use sluice_source::{ChangeFeed, Position, Preceded};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::config::{DeliveryMode, PipelineConfig};
-use crate::delivery::{Connect, Delivery};
+use crate::config::PipelineConfig;
 use crate::error::{EarlierWork, PipelineError};
 use crate::metrics::{PipelineMetrics, Stage};
 use crate::module::{Instance, Module};
@@ -19,8 +18,9 @@ use crate::progress::Progress;
 use crate::range::{Prepared, PreparedBatch, RangeJob};
 use crate::records::RecordBuilder;
 use crate::schema_ids::SchemaIds;
+use crate::sink::{ConnectSink, Sink};
 use crate::stage::TransformStage;
-use crate::start::{Started, latest_version, start};
+use crate::start::{StartFrom, Started, latest_version, start};
 
 /// Whether the pipeline keeps following the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,16 +29,6 @@ pub enum RunMode {
     Follow,
     /// Read to the latest version, then stop (like Spark's `availableNow` trigger).
     StopAtLatest,
-}
-
-/// Where a run starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StartFrom {
-    /// After the stored position, or where the config says if there is none (as Spark
-    /// does with its checkpoint).
-    StoredPosition,
-    /// Where the config says, ignoring the stored position.
-    Configured,
 }
 
 /// What a run did.
@@ -108,48 +98,8 @@ const MAX_STORAGE_PAUSE: Duration = Duration::from_secs(30);
 /// outages are bounded by time instead ([`Outage`]).
 const MAX_RETRIES: u32 = 10;
 
-/// The Kafka settings of a pipeline.
-pub fn sink_config(config: &PipelineConfig) -> SinkConfig {
-    SinkConfig {
-        pipeline: config.pipeline.name.clone(),
-        properties: config.kafka_properties(),
-        topic: config.sink.topic.clone(),
-        position_topic: config.position_topic(),
-        delivery: match config.sink.delivery {
-            DeliveryMode::ExactlyOnce => sluice_sink::Delivery::ExactlyOnce,
-            DeliveryMode::AtLeastOnce => sluice_sink::Delivery::AtLeastOnce,
-        },
-        connect_timeout: config.sink.connect_timeout,
-        transaction_timeout: config.sink.transaction_timeout,
-    }
-}
-
-/// Runs a pipeline until it fails, `shutdown` becomes true, or (in
-/// [`RunMode::StopAtLatest`]) it has caught up.
-pub async fn run(
-    config: &PipelineConfig,
-    mode: RunMode,
-    start_from: StartFrom,
-    shutdown: watch::Receiver<bool>,
-) -> Result<RunSummary, PipelineError> {
-    run_controlled(config, mode, start_from, shutdown, RunControls::default()).await
-}
-
-/// [`run`], with a module, swaps and metrics from a supervisor.
-pub async fn run_controlled(
-    config: &PipelineConfig,
-    mode: RunMode,
-    start_from: StartFrom,
-    shutdown: watch::Receiver<bool>,
-    controls: RunControls,
-) -> Result<RunSummary, PipelineError> {
-    let sink = sink_config(config);
-    let connect = move || KafkaSink::connect(sink.clone());
-    run_with(config, mode, start_from, shutdown, controls, connect).await
-}
-
-/// The loop over any [`Delivery`], which `connect` makes.
-pub(crate) async fn run_with<D: Delivery, C: Connect<D>>(
+/// The loop over any [`Sink`], which `connect` makes.
+pub(crate) async fn run_with<D: Sink, C: ConnectSink<D>>(
     config: &PipelineConfig,
     mode: RunMode,
     start_from: StartFrom,
@@ -307,7 +257,7 @@ struct Uncommitted {
     end: Position,
 }
 
-impl<D: Delivery, C: Connect<D>> Pipeline<'_, D, C> {
+impl<D: Sink, C: ConnectSink<D>> Pipeline<'_, D, C> {
     /// Delivers new versions until shutdown, an error, or (in [`RunMode::StopAtLatest`])
     /// the latest version.
     async fn follow(

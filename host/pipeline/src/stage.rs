@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_engine::{
-    BatchOutput, CompileBudget, EngineConfig, EngineError, Format, Framed, InstanceLimits,
-    OutputRecord, TransformEngine, TransformError, TransformModule, TrapKind,
+    BatchOutput, CompileBudget, EngineConfig, EngineError, Format, InstanceLimits, TransformEngine,
+    TransformError, TransformModule, TrapKind,
 };
 use sluice_source::arrow::array::{BooleanArray, RecordBatch};
 use sluice_source::arrow::compute::filter_record_batch;
@@ -14,32 +14,12 @@ use sluice_source::arrow::compute::filter_record_batch;
 use crate::config::{ErrorPolicy, PipelineConfig, TransformSection};
 use crate::metrics::PipelineMetrics;
 use crate::module::{Instance, Module};
+use crate::stage_output::{FailedRow, StageOutput};
 use crate::topics::TopicRule;
 
 /// Most row errors one batch may report one by one before the batch as a whole is
 /// treated as failed.
 const MAX_ROW_ERRORS_PER_BATCH: usize = 100;
-
-/// A row (or every row of a batch) the module failed on, with why.
-#[derive(Clone, Debug)]
-pub(crate) struct FailedRow {
-    /// Index of the row within the batch.
-    pub row: u32,
-    /// `row` (the module rejected or failed the row), `batch` or `trap`.
-    pub kind: &'static str,
-    /// The error, in a sentence.
-    pub error: String,
-}
-
-/// What the stage made of a batch.
-pub(crate) struct StageOutput {
-    /// Good records, source rows relative to the batch.
-    pub records: Vec<OutputRecord>,
-    /// Records whose keys or values wait for a schema id.
-    pub framed: Vec<Framed>,
-    /// Rows the module failed on (empty under the `fail` policy, which stops instead).
-    pub failed: Vec<FailedRow>,
-}
 
 /// The loaded module and its running instance.
 pub(crate) struct TransformStage {

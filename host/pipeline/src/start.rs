@@ -10,13 +10,22 @@ use sluice_sink::{SinkError, SourcePosition};
 use sluice_source::{ChangeFeed, Position, SourceOptions};
 
 use crate::config::{PipelineConfig, StartingVersion};
-use crate::delivery::Delivery;
 use crate::error::PipelineError;
 use crate::metrics::PipelineMetrics;
 use crate::module::Module;
-use crate::run::StartFrom;
+use crate::sink::Sink;
 use crate::stage::{TransformStage, load_module};
 use crate::work::blocking_step;
+
+/// Where a run starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartFrom {
+    /// After the stored position, or where the config says if there is none (as Spark
+    /// does with its checkpoint).
+    StoredPosition,
+    /// Where the config says, ignoring the stored position.
+    Configured,
+}
 
 /// What a run starts with.
 pub(crate) struct Started<D> {
@@ -71,7 +80,7 @@ fn split<T, E>((result, took): (Result<T, E>, Duration)) -> Result<(T, Duration)
 
 /// Opens the table, loads and starts the module, and connects the sink, concurrently;
 /// then finds where to start.
-pub(crate) async fn start<D: Delivery>(
+pub(crate) async fn start<D: Sink>(
     config: &PipelineConfig,
     start_from: StartFrom,
     module: Option<Arc<dyn Module>>,
@@ -138,7 +147,7 @@ pub(crate) async fn start<D: Delivery>(
 async fn stored_position(
     config: &PipelineConfig,
     feed: &Arc<ChangeFeed>,
-    delivery: &impl Delivery,
+    delivery: &impl Sink,
 ) -> Result<Option<SourcePosition>, PipelineError> {
     let Some(stored) = delivery.stored_position().await? else {
         return Ok(None);

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -17,63 +16,19 @@ use serde::Deserialize;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 
-use crate::auth::Caller;
+mod access;
+mod reply;
+
+use access::PipelineScope;
+use reply::ApiError;
+
+use crate::auth::{Caller, Operator, TenantScope};
 use crate::config::TenantConfig;
 use crate::error::ServiceError;
 use crate::service::{CreatePipeline, Deploy, Service};
 
-/// A service error as an HTTP response: a status and `{"error": "..."}`.
-pub struct ApiError(ServiceError);
-
-impl From<ServiceError> for ApiError {
-    fn from(e: ServiceError) -> ApiError {
-        ApiError(e)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = match &self.0 {
-            ServiceError::Unauthenticated => StatusCode::UNAUTHORIZED,
-            ServiceError::Forbidden { .. } | ServiceError::OperatorOnly(_) => StatusCode::FORBIDDEN,
-            ServiceError::NotFound { .. } => StatusCode::NOT_FOUND,
-            ServiceError::Conflict(_) => StatusCode::CONFLICT,
-            ServiceError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ServiceError::LimitExceeded(_) | ServiceError::InvalidModule(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
-            ServiceError::Config { .. } | ServiceError::State { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-            ServiceError::Cluster(_)
-            | ServiceError::KafkaUnavailable(_)
-            | ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-        };
-        let body = serde_json::json!({ "error": self.0.to_string() });
-        (status, Json(body)).into_response()
-    }
-}
-
 type Reply<T> = Result<T, ApiError>;
 type Shared = State<Arc<Service>>;
-
-/// The caller, from the request's bearer token: every route but the health checks
-/// takes one, and a request without a valid token is refused before anything else.
-impl FromRequestParts<Arc<Service>> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        service: &Arc<Service>,
-    ) -> Result<Caller, ApiError> {
-        let authorization = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        let caller = || service.caller(authorization);
-        Ok(service.found(caller).await?)
-    }
-}
 
 /// The API's routes over `service`.
 pub fn router(service: Arc<Service>) -> Router {
@@ -209,8 +164,8 @@ async fn ready(State(service): Shared) -> Response {
     }
 }
 
-async fn metrics(State(service): Shared, caller: Caller) -> Reply<Response> {
-    let statuses = service.metric_statuses(&caller)?;
+async fn metrics(State(service): Shared, operator: Operator) -> Reply<Response> {
+    let statuses = service.metric_statuses(&operator)?;
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::prometheus::render(&statuses),
@@ -222,8 +177,8 @@ async fn whoami(caller: Caller) -> Json<crate::auth::WhoAmI> {
     Json(caller.who())
 }
 
-async fn host(State(service): Shared, caller: Caller) -> Reply<Response> {
-    Ok(Json(service.host_view(&caller)?).into_response())
+async fn host(State(service): Shared, operator: Operator) -> Reply<Response> {
+    Ok(Json(service.host_view(&operator)).into_response())
 }
 
 #[derive(Deserialize)]
@@ -233,21 +188,21 @@ struct HistoryQuery {
 
 async fn history(
     State(service): Shared,
-    caller: Caller,
-    Path((tenant, name)): Path<(String, String)>,
+    pipeline: PipelineScope,
     Query(query): Query<HistoryQuery>,
 ) -> Reply<Response> {
-    let history = service.history(&caller, &tenant, &name, query.last).await?;
+    let history = service
+        .history(&pipeline.tenant, &pipeline.name, query.last)
+        .await?;
     Ok(Json(history).into_response())
 }
 
 async fn tenant_history(
     State(service): Shared,
-    caller: Caller,
-    Path(tenant): Path<String>,
+    tenant: TenantScope,
     Query(query): Query<HistoryQuery>,
 ) -> Reply<Response> {
-    let history = service.tenant_history(&caller, &tenant, query.last).await?;
+    let history = service.tenant_history(&tenant, query.last).await?;
     Ok(Json(history).into_response())
 }
 
@@ -263,20 +218,16 @@ fn default_letters() -> usize {
 
 async fn dead_letters(
     State(service): Shared,
-    caller: Caller,
-    Path((tenant, name)): Path<(String, String)>,
+    pipeline: PipelineScope,
     Query(query): Query<DeadLettersQuery>,
 ) -> Reply<Response> {
     let letters = service
-        .dead_letters(&caller, &tenant, &name, query.limit)
+        .dead_letters(&pipeline.tenant, &pipeline.name, query.limit)
         .await?;
     Ok(Json(letters).into_response())
 }
 
-async fn cluster(State(service): Shared, caller: Caller) -> Reply<Response> {
-    if caller != Caller::Operator {
-        return Err(ServiceError::OperatorOnly("see the node's part in its cluster").into());
-    }
+async fn cluster(State(service): Shared, _: Operator) -> Reply<Response> {
     match service.node_view() {
         Some(view) => Ok(Json(view).into_response()),
         None => Err(ServiceError::NotFound {
@@ -286,33 +237,29 @@ async fn cluster(State(service): Shared, caller: Caller) -> Reply<Response> {
     }
 }
 
-async fn list_tenants(State(service): Shared, caller: Caller) -> Reply<Response> {
-    Ok(Json(service.tenant_views(&caller)?).into_response())
+async fn list_tenants(State(service): Shared, operator: Operator) -> Reply<Response> {
+    Ok(Json(service.tenant_views(&operator)?).into_response())
 }
 
-async fn tenant(
-    State(service): Shared,
-    caller: Caller,
-    Path(tenant): Path<String>,
-) -> Reply<Response> {
-    Ok(Json(service.tenant_view(&caller, &tenant)?).into_response())
+async fn tenant(State(service): Shared, tenant: TenantScope) -> Reply<Response> {
+    Ok(Json(service.tenant_view(&tenant)?).into_response())
 }
 
 async fn put_tenant(
     State(service): Shared,
-    caller: Caller,
+    operator: Operator,
     Path(tenant): Path<String>,
     Json(settings): Json<TenantConfig>,
 ) -> Reply<Response> {
-    Ok(Json(service.put_tenant(&caller, &tenant, settings).await?).into_response())
+    Ok(Json(service.put_tenant(&operator, &tenant, settings).await?).into_response())
 }
 
 async fn delete_tenant(
     State(service): Shared,
-    caller: Caller,
+    operator: Operator,
     Path(tenant): Path<String>,
 ) -> Reply<Response> {
-    service.delete_tenant(&caller, &tenant).await?;
+    service.delete_tenant(&operator, &tenant).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -323,101 +270,69 @@ struct UploadQuery {
 
 async fn upload_module(
     State(service): Shared,
-    caller: Caller,
-    Path(tenant): Path<String>,
+    tenant: TenantScope,
     Query(query): Query<UploadQuery>,
     body: Bytes,
 ) -> Reply<Response> {
     let entry = service
-        .upload_module(&caller, &tenant, &query.name, body.to_vec())
+        .upload_module(&tenant, &query.name, body.to_vec())
         .await?;
     Ok((StatusCode::CREATED, Json(entry)).into_response())
 }
 
-async fn list_modules(
-    State(service): Shared,
-    caller: Caller,
-    Path(tenant): Path<String>,
-) -> Reply<Response> {
-    Ok(Json(service.modules(&caller, &tenant).await?).into_response())
+async fn list_modules(State(service): Shared, tenant: TenantScope) -> Reply<Response> {
+    Ok(Json(service.modules(&tenant).await?).into_response())
 }
 
-async fn list_refused_modules(
-    State(service): Shared,
-    caller: Caller,
-    Path(tenant): Path<String>,
-) -> Reply<Response> {
-    Ok(Json(service.refused_modules(&caller, &tenant).await?).into_response())
+async fn list_refused_modules(State(service): Shared, tenant: TenantScope) -> Reply<Response> {
+    Ok(Json(service.refused_modules(&tenant).await?).into_response())
 }
 
-async fn list_pipelines(
-    State(service): Shared,
-    caller: Caller,
-    Path(tenant): Path<String>,
-) -> Reply<Response> {
-    Ok(Json(service.pipelines(&caller, &tenant).await?).into_response())
+async fn list_pipelines(State(service): Shared, tenant: TenantScope) -> Reply<Response> {
+    Ok(Json(service.pipelines(&tenant).await?).into_response())
 }
 
 async fn create(
     State(service): Shared,
-    caller: Caller,
-    Path((tenant, name)): Path<(String, String)>,
+    pipeline: PipelineScope,
     Json(request): Json<CreatePipeline>,
 ) -> Reply<Response> {
     let status = service
-        .create_pipeline(&caller, &tenant, &name, request)
+        .create_pipeline(&pipeline.tenant, &pipeline.name, request)
         .await?;
     Ok((StatusCode::CREATED, Json(status)).into_response())
 }
 
-async fn status(
-    State(service): Shared,
-    caller: Caller,
-    Path((tenant, name)): Path<(String, String)>,
-) -> Reply<Response> {
-    Ok(Json(service.status(&caller, &tenant, &name).await?).into_response())
+async fn status(State(service): Shared, pipeline: PipelineScope) -> Reply<Response> {
+    Ok(Json(service.status(&pipeline.tenant, &pipeline.name).await?).into_response())
 }
 
-async fn delete(
-    State(service): Shared,
-    caller: Caller,
-    Path((tenant, name)): Path<(String, String)>,
-) -> Reply<Response> {
-    service.delete(&caller, &tenant, &name).await?;
+async fn delete(State(service): Shared, pipeline: PipelineScope) -> Reply<Response> {
+    service.delete(&pipeline.tenant, &pipeline.name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn deploy(
     State(service): Shared,
-    caller: Caller,
-    Path((tenant, name)): Path<(String, String)>,
+    pipeline: PipelineScope,
     Json(request): Json<Deploy>,
 ) -> Reply<Response> {
-    Ok(Json(service.deploy(&caller, &tenant, &name, request).await?).into_response())
+    let report = service
+        .deploy(&pipeline.tenant, &pipeline.name, request)
+        .await?;
+    Ok(Json(report).into_response())
 }
 
-async fn rollback(
-    State(service): Shared,
-    caller: Caller,
-    Path((tenant, name)): Path<(String, String)>,
-) -> Reply<Response> {
-    Ok(Json(service.rollback(&caller, &tenant, &name).await?).into_response())
+async fn rollback(State(service): Shared, pipeline: PipelineScope) -> Reply<Response> {
+    Ok(Json(service.rollback(&pipeline.tenant, &pipeline.name).await?).into_response())
 }
 
-async fn pause(
-    State(service): Shared,
-    caller: Caller,
-    Path((tenant, name)): Path<(String, String)>,
-) -> Reply<Response> {
-    Ok(Json(service.pause(&caller, &tenant, &name).await?).into_response())
+async fn pause(State(service): Shared, pipeline: PipelineScope) -> Reply<Response> {
+    Ok(Json(service.pause(&pipeline.tenant, &pipeline.name).await?).into_response())
 }
 
-async fn resume(
-    State(service): Shared,
-    caller: Caller,
-    Path((tenant, name)): Path<(String, String)>,
-) -> Reply<Response> {
-    Ok(Json(service.resume(&caller, &tenant, &name).await?).into_response())
+async fn resume(State(service): Shared, pipeline: PipelineScope) -> Reply<Response> {
+    Ok(Json(service.resume(&pipeline.tenant, &pipeline.name).await?).into_response())
 }
 
 /// Streams a pipeline's logs from the node that runs it, line by line.
@@ -484,12 +399,11 @@ const RELAYED: &str = "x-sluice-relayed";
 
 async fn logs(
     State(service): Shared,
-    caller: Caller,
-    Path((tenant, name)): Path<(String, String)>,
+    PipelineScope { tenant, name }: PipelineScope,
     Query(query): Query<LogsQuery>,
     headers: HeaderMap,
 ) -> Reply<Response> {
-    let (kept, live) = service.logs(&caller, &tenant, &name).await?;
+    let (kept, live) = service.logs(&tenant, &name).await?;
     if !headers.contains_key(RELAYED)
         && let Some(api) = service.runs_elsewhere(&tenant, &name)
     {

@@ -18,15 +18,48 @@ pub enum Caller {
     Tenant(String),
 }
 
+/// A tenant the caller may act for. Only [`Caller::for_tenant`] makes one, so a
+/// service call that takes it cannot be made for a tenant the caller may not act for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantScope(String);
+
+impl std::ops::Deref for TenantScope {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TenantScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Proof that the caller is the operator. Only [`Caller::operator`] makes one, so an
+/// operator-only service call cannot be made by a tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Operator(());
+
 impl Caller {
-    /// Refuses unless the caller may act for `tenant`.
-    pub fn may_act_for(&self, tenant: &str) -> Result<(), ServiceError> {
+    /// The scope of `tenant`, unless the caller may not act for it.
+    pub fn for_tenant(&self, tenant: &str) -> Result<TenantScope, ServiceError> {
         match self {
-            Caller::Operator => Ok(()),
-            Caller::Tenant(own) if own == tenant => Ok(()),
+            Caller::Operator => Ok(TenantScope(tenant.to_string())),
+            Caller::Tenant(own) if own == tenant => Ok(TenantScope(tenant.to_string())),
             Caller::Tenant(_) => Err(ServiceError::Forbidden {
                 tenant: tenant.to_string(),
             }),
+        }
+    }
+
+    /// The operator's proof, unless the caller is a tenant; `action` says what was
+    /// refused.
+    pub fn operator(&self, action: &'static str) -> Result<Operator, ServiceError> {
+        match self {
+            Caller::Operator => Ok(Operator(())),
+            Caller::Tenant(_) => Err(ServiceError::OperatorOnly(action)),
         }
     }
 }
@@ -260,8 +293,16 @@ mod tests {
     #[test]
     fn a_tenant_acts_only_for_itself() {
         let acme = Caller::Tenant("acme".into());
-        assert!(acme.may_act_for("acme").is_ok());
-        assert!(acme.may_act_for("globex").is_err());
-        assert!(Caller::Operator.may_act_for("globex").is_ok());
+        assert_eq!(&*acme.for_tenant("acme").unwrap(), "acme");
+        assert!(matches!(
+            acme.for_tenant("globex"),
+            Err(ServiceError::Forbidden { tenant }) if tenant == "globex"
+        ));
+        assert_eq!(&*Caller::Operator.for_tenant("globex").unwrap(), "globex");
+        assert!(matches!(
+            acme.operator("list tenants"),
+            Err(ServiceError::OperatorOnly("list tenants"))
+        ));
+        assert!(Caller::Operator.operator("list tenants").is_ok());
     }
 }

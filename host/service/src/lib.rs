@@ -15,6 +15,8 @@ mod console;
 mod error;
 #[cfg(test)]
 mod fuzz;
+#[cfg(test)]
+mod lifecycle_tests;
 mod logs;
 mod prometheus;
 mod service;
@@ -27,10 +29,9 @@ pub use console::CONSOLE_PATH;
 pub use error::ServiceError;
 pub use logs::LogLine;
 pub use service::{
-    CreatePipeline, DeadLetter, DeadLetters, Deploy, DeployReport, HISTORY_EVERY, History,
-    HistoryPoint, HostMemory, HostView, LastSwap, MAX_LETTERS, ModuleListing, ModuleView, NodeView,
-    PipelineStatus, Refusal, SAMPLE_EVERY, Service, TenantFigures, TenantHistory, TenantSource,
-    TenantView, WaitingStatus,
+    CreatePipeline, Deploy, DeployReport, HISTORY_EVERY, History, HistoryPoint, HostMemory,
+    HostView, LastSwap, ModuleListing, ModuleView, NodeView, PipelineStatus, Refusal, SAMPLE_EVERY,
+    Service, TenantFigures, TenantHistory, TenantSource, TenantView, WaitingStatus,
 };
 pub use store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir};
 

@@ -7,6 +7,8 @@ mod dead_letters;
 mod deploy;
 mod history;
 mod host;
+mod last_swap;
+mod placement;
 mod refusals;
 mod registry;
 mod reports;
@@ -20,27 +22,29 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use serde::Deserialize;
 use sluice_engine::{EngineConfig, TransformEngine};
+use sluice_pipeline::{Destination, KafkaDestination};
 use tokio::sync::watch;
 
-use crate::auth::{Caller, Tokens};
+use crate::auth::{Caller, TenantScope, Tokens};
 use crate::config::{ServeConfig, valid_name};
 use crate::error::ServiceError;
 use crate::logs::LogLine;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir, now_seconds};
 pub use cluster::NodeView;
-pub use dead_letters::{DeadLetter, DeadLetters, MAX_LETTERS};
 pub use deploy::{Deploy, DeployReport};
 pub use history::{HISTORY_EVERY, History, HistoryPoint, TenantHistory};
 pub use host::{HostMemory, HostView, TenantFigures};
+pub use last_swap::LastSwap;
+use placement::{Alone, Placement};
 pub use refusals::Refusal;
-use registry::{Entry, stop};
+use registry::Entry;
 #[cfg(test)]
 pub(crate) use tenancy::reaches_host_files;
 use tenancy::{Tenant, check_room};
 pub use tenancy::{TenantSource, TenantView};
 #[cfg(test)]
 pub(crate) use views::redacted;
-pub use views::{LastSwap, ModuleListing, ModuleView, PipelineStatus, SAMPLE_EVERY, WaitingStatus};
+pub use views::{ModuleListing, ModuleView, PipelineStatus, SAMPLE_EVERY, WaitingStatus};
 
 /// A request to create a pipeline.
 #[derive(Clone, Debug, Deserialize)]
@@ -58,6 +62,7 @@ pub struct Service {
     config: ServeConfig,
     state: StateDir,
     engine: TransformEngine,
+    destination: Arc<dyn Destination>,
     tokens: Tokens,
     tenants: RwLock<BTreeMap<String, Tenant>>,
     pipelines: Mutex<BTreeMap<(String, String), Arc<Entry>>>,
@@ -73,9 +78,17 @@ fn not_found(what: String) -> ServiceError {
 }
 
 impl Service {
-    /// Opens the state directory and sets up the engine; call [`Service::restore`]
-    /// next.
+    /// Opens the state directory and sets up the engine; its pipelines deliver to
+    /// Kafka. Call [`Service::restore`] next.
     pub fn new(config: ServeConfig) -> Result<Arc<Service>, ServiceError> {
+        Service::with_destination(config, Arc::new(KafkaDestination))
+    }
+
+    /// [`Service::new`], with the pipelines delivering to `destination`.
+    pub fn with_destination(
+        config: ServeConfig,
+        destination: Arc<dyn Destination>,
+    ) -> Result<Arc<Service>, ServiceError> {
         let tokens = Tokens::load(&config)?;
         let state = StateDir::open(&config.server.state_dir)?;
         let engine = TransformEngine::new(EngineConfig {
@@ -98,6 +111,7 @@ impl Service {
             config,
             state,
             engine,
+            destination,
             tokens,
             tenants: RwLock::new(tenants),
             pipelines: Mutex::default(),
@@ -145,6 +159,15 @@ impl Service {
             .ok_or_else(|| not_found(format!("Pipeline {name} of tenant {tenant}")))
     }
 
+    /// Where changes take effect: the cluster's shared state once the node joined one,
+    /// else this node alone.
+    fn placement(&self) -> &dyn Placement {
+        match self.cluster.get() {
+            Some(part) => part.as_ref(),
+            None => &Alone,
+        }
+    }
+
     /// Every pipeline in the registry.
     fn entries(&self) -> Vec<Arc<Entry>> {
         self.pipelines
@@ -159,12 +182,10 @@ impl Service {
     /// supported contract.
     pub async fn upload_module(
         &self,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
         name: &str,
         bytes: Vec<u8>,
     ) -> Result<ModuleEntry, ServiceError> {
-        caller.may_act_for(tenant)?;
         let limits = self.found(|| self.tenant(tenant)).await?;
         if !valid_name(name) {
             return Err(ServiceError::BadRequest(format!(
@@ -233,12 +254,11 @@ impl Service {
             uploaded_at: now_seconds(),
             language: sluice_engine::source_language(&bytes),
         };
-        match self.cluster_part() {
-            Some(part) => self.write_module(part, tenant, &entry, &bytes).await?,
-            None => self.state.save_module(tenant, &entry, &bytes)?,
-        }
+        self.placement()
+            .save_module(self, tenant, &entry, &bytes)
+            .await?;
         tracing::info!(
-            tenant,
+            %tenant,
             module = name,
             digest = entry.digest,
             "A module was uploaded."
@@ -249,13 +269,11 @@ impl Service {
     /// Creates a pipeline and starts it.
     pub async fn create_pipeline(
         self: &Arc<Service>,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
         name: &str,
         request: CreatePipeline,
     ) -> Result<PipelineStatus, ServiceError> {
-        caller.may_act_for(tenant)?;
-        let limits = self.found(|| self.tenant(tenant)).await?;
+        self.found(|| self.tenant(tenant)).await?;
         if !valid_name(name) {
             return Err(ServiceError::BadRequest(format!(
                 "pipeline name `{name}` must be 1 to 100 letters, digits, '_' or '-'"
@@ -279,80 +297,42 @@ impl Service {
             stopped_at: None,
             revision: 0,
         };
-        let entry = {
-            let mut pipelines = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
-            let key = (tenant.to_string(), name.to_string());
-            if pipelines.contains_key(&key) {
-                return Err(ServiceError::Conflict(format!(
-                    "pipeline {name} of tenant {tenant} exists; deploy a module to it or delete it first"
-                )));
-            }
-            let asked = config.guest_memory_mib();
-            check_room(&pipelines, tenant, &limits, &self.config.limits, asked)?;
-            // In a cluster the node holding the pipeline's slot makes the entry and
-            // starts it when it reads the definition.
-            match self.cluster_part() {
-                Some(_) => None,
-                None => {
-                    let entry = Entry::new(definition.clone(), asked);
-                    pipelines.insert(key, entry.clone());
-                    Some(entry)
-                }
-            }
-        };
-        let Some(entry) = entry else {
-            let part = self
-                .cluster_part()
-                .expect("only a node of a cluster makes no entry here");
-            self.write_definition(part, &definition).await?;
-            tracing::info!(tenant, pipeline = name, "A pipeline was created.");
-            let entry = self.found(|| self.entry(tenant, name)).await?;
-            return self.status_of(&entry);
-        };
-        let mut control = entry.control.lock().await;
-        // Stored before it starts: a crash right after the answer keeps the pipeline.
-        let started = self
-            .state
-            .save_pipeline(&definition)
-            .and_then(|()| self.start(&entry, &mut control));
-        if let Err(e) = started {
-            self.pipelines
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&(tenant.to_string(), name.to_string()));
-            let _ = self.state.remove_pipeline(tenant, name);
-            return Err(e);
-        }
-        drop(control);
-        tracing::info!(tenant, pipeline = name, "A pipeline was created.");
+        let entry = self
+            .placement()
+            .create(self, definition, config.guest_memory_mib())
+            .await?;
+        tracing::info!(%tenant, pipeline = name, "A pipeline was created.");
         self.status_of(&entry)
+    }
+
+    /// Refuses a new pipeline that exists, or that its tenant or the host has no room
+    /// for. Called with the registry locked, so two creates cannot both pass.
+    fn check_new(
+        &self,
+        pipelines: &BTreeMap<(String, String), Arc<Entry>>,
+        tenant: &str,
+        name: &str,
+        memory_mib: usize,
+    ) -> Result<(), ServiceError> {
+        if pipelines.contains_key(&(tenant.to_string(), name.to_string())) {
+            return Err(ServiceError::Conflict(format!(
+                "pipeline {name} of tenant {tenant} exists; deploy a module to it or delete it first"
+            )));
+        }
+        let limits = self.tenant(tenant)?;
+        check_room(pipelines, tenant, &limits, &self.config.limits, memory_mib)
     }
 
     /// Stops a pipeline after it commits its work; it stays stopped across restarts.
     pub async fn pause(
-        &self,
-        caller: &Caller,
-        tenant: &str,
+        self: &Arc<Service>,
+        tenant: &TenantScope,
         name: &str,
     ) -> Result<PipelineStatus, ServiceError> {
-        caller.may_act_for(tenant)?;
         let entry = self.found(|| self.entry(tenant, name)).await?;
-        if let Some(part) = self.cluster_part() {
-            // The node running it stops it when it reads this.
-            self.write_change(part, &entry, |d| {
-                d.state = PipelineState::Paused;
-                d.error = None;
-            })
+        self.placement()
+            .set_state(self, &entry, PipelineState::Paused)
             .await?;
-            return self.status_of(&entry);
-        }
-        let mut control = entry.control.lock().await;
-        self.update(&entry, |d| {
-            d.state = PipelineState::Paused;
-            d.error = None;
-        })?;
-        stop(control.take()).await;
-        drop(control);
         // A pipeline that failed while stopping stays failed.
         self.status_of(&entry)
     }
@@ -360,71 +340,31 @@ impl Service {
     /// Starts a paused or failed pipeline from its stored position.
     pub async fn resume(
         self: &Arc<Service>,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
         name: &str,
     ) -> Result<PipelineStatus, ServiceError> {
-        caller.may_act_for(tenant)?;
         let entry = self.found(|| self.entry(tenant, name)).await?;
-        if let Some(part) = self.cluster_part() {
-            if entry.definition().state == PipelineState::Running {
-                return Err(ServiceError::Conflict(format!(
-                    "pipeline {name} is running"
-                )));
-            }
-            self.write_change(part, &entry, |d| {
-                d.state = PipelineState::Running;
-                d.error = None;
-            })
+        self.placement()
+            .set_state(self, &entry, PipelineState::Running)
             .await?;
-            return self.status_of(&entry);
-        }
-        let mut control = entry.control.lock().await;
-        if Entry::is_running(&control) {
-            return Err(ServiceError::Conflict(format!(
-                "pipeline {name} is running"
-            )));
-        }
-        self.start(&entry, &mut control)?;
-        drop(control);
         self.status_of(&entry)
     }
 
     /// Stops a pipeline and forgets it. Its position stays in Kafka: a pipeline
     /// created again under the same name resumes from it.
-    pub async fn delete(
-        &self,
-        caller: &Caller,
-        tenant: &str,
-        name: &str,
-    ) -> Result<(), ServiceError> {
-        caller.may_act_for(tenant)?;
+    pub async fn delete(&self, tenant: &TenantScope, name: &str) -> Result<(), ServiceError> {
         let entry = self.found(|| self.entry(tenant, name)).await?;
-        if let Some(part) = self.cluster_part() {
-            self.write_removal(part, tenant, name).await?;
-            part.reports().forget(tenant, name).await;
-            tracing::info!(tenant, pipeline = name, "A pipeline was deleted.");
-            return Ok(());
-        }
-        let mut control = entry.control.lock().await;
-        stop(control.take()).await;
-        self.state.remove_pipeline(tenant, name)?;
-        self.pipelines
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&(tenant.to_string(), name.to_string()));
-        tracing::info!(tenant, pipeline = name, "A pipeline was deleted.");
+        self.placement().remove(self, &entry).await?;
+        tracing::info!(%tenant, pipeline = name, "A pipeline was deleted.");
         Ok(())
     }
 
     /// A pipeline's kept guest log lines and a receiver for new ones.
     pub async fn logs(
         &self,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
         name: &str,
     ) -> Result<(Vec<LogLine>, tokio::sync::broadcast::Receiver<LogLine>), ServiceError> {
-        caller.may_act_for(tenant)?;
         Ok(self
             .found(|| self.entry(tenant, name))
             .await?

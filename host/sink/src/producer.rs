@@ -36,12 +36,14 @@ fn is_permanent(code: RDKafkaErrorCode) -> bool {
     PERMANENT.contains(&code)
 }
 
-/// How records reach Kafka.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delivery {
+/// How records reach Kafka: `delivery` in a pipeline's `[sink]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeliveryMode {
     /// Records and position in one transaction per batch.
+    #[default]
     ExactlyOnce,
-    /// Idempotent producer; the position follows the acknowledged records.
+    /// Idempotent producer; the position is written after the records are acknowledged.
     AtLeastOnce,
 }
 
@@ -57,7 +59,7 @@ pub struct SinkConfig {
     /// The compacted topic holding positions.
     pub position_topic: String,
     /// Exactly-once or at-least-once.
-    pub delivery: Delivery,
+    pub delivery: DeliveryMode,
     /// How long to wait for the cluster at start-up.
     pub connect_timeout: Duration,
     /// Longest a commit (or an acknowledgement wait) may take.
@@ -145,7 +147,7 @@ impl KafkaSink {
             });
         }
         let mut client = producer_config(&config.properties);
-        if config.delivery == Delivery::ExactlyOnce {
+        if config.delivery == DeliveryMode::ExactlyOnce {
             client
                 .set("transactional.id", config.transactional_id())
                 .set(
@@ -178,7 +180,7 @@ impl KafkaSink {
             position::ensure_topic(&config.properties, &config.position_topic, wait);
         tokio::try_join!(probe, position_topic)?;
 
-        if config.delivery == Delivery::ExactlyOnce {
+        if config.delivery == DeliveryMode::ExactlyOnce {
             let init = producer.clone();
             tokio::task::spawn_blocking(move || init.init_transactions(wait))
                 .await
@@ -263,12 +265,12 @@ impl KafkaSink {
             ..SinkRecord::default()
         };
         match self.config.delivery {
-            Delivery::AtLeastOnce => {
+            DeliveryMode::AtLeastOnce => {
                 self.flush().await?;
                 self.enqueue(position_record).await?;
                 self.flush().await?;
             }
-            Delivery::ExactlyOnce => {
+            DeliveryMode::ExactlyOnce => {
                 self.begin()?;
                 self.enqueue(position_record).await?;
                 // The flush names a refused record itself.
@@ -284,7 +286,7 @@ impl KafkaSink {
     }
 
     fn begin(&mut self) -> Result<(), SinkError> {
-        if self.config.delivery == Delivery::ExactlyOnce && self.transaction_began.is_none() {
+        if self.config.delivery == DeliveryMode::ExactlyOnce && self.transaction_began.is_none() {
             self.producer
                 .begin_transaction()
                 .map_err(|e| self.transaction_error(e))?;
@@ -567,10 +569,10 @@ impl KafkaSink {
             return fatal;
         }
         match self.config.delivery {
-            Delivery::ExactlyOnce => SinkError::Aborted {
+            DeliveryMode::ExactlyOnce => SinkError::Aborted {
                 error: Box::new(error),
             },
-            Delivery::AtLeastOnce => SinkError::Interrupted {
+            DeliveryMode::AtLeastOnce => SinkError::Interrupted {
                 error: Box::new(error),
             },
         }
@@ -788,7 +790,7 @@ mod tests {
                 .collect(),
             topic: "t".into(),
             position_topic: "positions".into(),
-            delivery: Delivery::ExactlyOnce,
+            delivery: DeliveryMode::ExactlyOnce,
             connect_timeout: Duration::from_secs(2),
             transaction_timeout: Duration::from_secs(10),
         }

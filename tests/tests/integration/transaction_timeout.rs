@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sluice_sink::{Delivery, KafkaSink, SinkConfig, SinkRecord, SourcePosition};
+use sluice_sink::{DeliveryMode, KafkaSink, SinkConfig, SinkRecord, SourcePosition};
 use sluice_source::Position;
 use sluice_tests::{consume_all, kafka_bootstrap, unique_topic};
 
@@ -23,7 +23,7 @@ async fn a_transaction_open_past_the_timeout_is_aborted_and_the_next_one_deliver
         properties: [("bootstrap.servers".to_string(), kafka_bootstrap())].into(),
         topic: topic.clone(),
         position_topic: format!("sluice-position-{topic}"),
-        delivery: Delivery::ExactlyOnce,
+        delivery: DeliveryMode::ExactlyOnce,
         connect_timeout: Duration::from_secs(10),
         transaction_timeout: Duration::from_secs(1),
     };

@@ -12,7 +12,7 @@ use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::*;
-use crate::memory::{Call, Failure, MemoryDelivery, Seen};
+use crate::memory_sink::{Call, Failure, MemorySink, Seen};
 
 /// A table with several versions of inserts, updates and deletes (from delta-kernel's
 /// test data, in the repository's fixtures).
@@ -204,7 +204,7 @@ struct Outcome {
 async fn run_once(
     config: &PipelineConfig,
     module: Rows,
-    delivery: &MemoryDelivery,
+    delivery: &MemorySink,
     shutdown: watch::Receiver<bool>,
     swaps: Option<mpsc::Receiver<SwapRequest>>,
 ) -> Outcome {
@@ -223,7 +223,7 @@ async fn run_in(
     mode: RunMode,
     config: &PipelineConfig,
     module: Rows,
-    delivery: &MemoryDelivery,
+    delivery: &MemorySink,
     shutdown: watch::Receiver<bool>,
     swaps: Option<mpsc::Receiver<SwapRequest>>,
 ) -> Outcome {
@@ -251,11 +251,7 @@ async fn run_in(
     Outcome { result, metrics }
 }
 
-async fn run_to_latest(
-    config: &PipelineConfig,
-    module: Rows,
-    delivery: &MemoryDelivery,
-) -> Outcome {
+async fn run_to_latest(config: &PipelineConfig, module: Rows, delivery: &MemorySink) -> Outcome {
     let (_stop, shutdown) = watch::channel(false);
     run_once(config, module, delivery, shutdown, None).await
 }
@@ -276,7 +272,7 @@ fn assert_positions_follow_records(seen: &Seen) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_row_is_delivered_once_in_order_and_commits_follow_the_row_count() {
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
     let summary = outcome.result.unwrap();
     let seen = delivery.seen();
@@ -301,7 +297,7 @@ async fn every_row_is_delivered_once_in_order_and_commits_follow_the_row_count()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_instances_keep_table_order_and_one_module_per_transaction() {
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     let outcome = run_to_latest(&config("instances = 3"), rows("a"), &delivery).await;
     outcome.result.unwrap();
     assert_eq!(delivery.seen().origins(), all_rows());
@@ -309,7 +305,7 @@ async fn several_instances_keep_table_order_and_one_module_per_transaction() {
 
     // A failure under the `fail` policy still stops after exactly the batches before it.
     let failing = failing_on_batch(3);
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     let outcome = run_to_latest(&config("instances = 3"), failing, &delivery).await;
     assert!(matches!(
         outcome.result,
@@ -327,7 +323,7 @@ async fn retriable_failures_redo_the_work_from_the_last_commit() {
         (Call::Send(2), Failure::BrokerDown, 3),
         (Call::Commit(3), Failure::TransactionTimeout, 1),
     ] {
-        let delivery = MemoryDelivery::default();
+        let delivery = MemorySink::default();
         delivery.fail(call, failure);
         let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
         outcome
@@ -348,7 +344,7 @@ async fn retriable_failures_redo_the_work_from_the_last_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fencing_and_refused_records_stop_the_pipeline_keeping_what_was_committed() {
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     delivery.fail(Call::Commit(2), Failure::Fence);
     let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
     let error = outcome.result.unwrap_err();
@@ -359,7 +355,7 @@ async fn fencing_and_refused_records_stop_the_pipeline_keeping_what_was_committe
     let committed = delivery.seen().origins();
     assert_eq!(committed, all_rows()[..committed.len()]);
 
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     delivery.fail(Call::Commit(2), Failure::Refuse);
     let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
     let error = outcome.result.unwrap_err();
@@ -378,7 +374,7 @@ async fn fencing_and_refused_records_stop_the_pipeline_keeping_what_was_committe
 async fn a_start_from_the_config_is_kept_when_the_first_commit_fails() {
     // Refused: the start is stored through a new connection (the old producer may be
     // unusable), so a restart after the fix starts there.
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     delivery.fail(Call::Commit(1), Failure::Refuse);
     let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
     assert!(outcome.result.is_err());
@@ -390,7 +386,7 @@ async fn a_start_from_the_config_is_kept_when_the_first_commit_fails() {
     }
 
     // Fenced: another instance owns the pipeline now; this one stores nothing.
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     delivery.fail(Call::Commit(1), Failure::Fence);
     let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
     assert!(outcome.result.is_err());
@@ -408,7 +404,7 @@ async fn the_error_policy_routes_failed_rows() {
             ..Script::default()
         },
     };
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     let outcome = run_to_latest(&config("on_error = \"skip\""), module.clone(), &delivery).await;
     let summary = outcome.result.unwrap();
     let delivered = delivery.seen().origins().len() as u64;
@@ -417,7 +413,7 @@ async fn the_error_policy_routes_failed_rows() {
     assert_eq!(outcome.metrics.snapshot().failed_rows, summary.rows_failed);
 
     // dead-letter: each failed row becomes a record on the dead-letter topic.
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     let dead_letters = "on_error = \"dead-letter\"\ndead_letter_topic = \"dead\"";
     let outcome = run_to_latest(&config(dead_letters), module.clone(), &delivery).await;
     let summary = outcome.result.unwrap();
@@ -442,7 +438,7 @@ async fn the_error_policy_routes_failed_rows() {
 
     // fail: the pipeline stops naming the row; the batches before it are committed.
     let failing = failing_on_batch(3);
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     let outcome = run_to_latest(&config(""), failing, &delivery).await;
     let error = outcome.result.unwrap_err();
     let PipelineError::Transform {
@@ -489,7 +485,7 @@ async fn records_on_refused_topics_fail_their_rows_and_are_never_sent() {
         (Some("out"), "", "topic_prefix `out`"),
         (None, "allowed_topics = [\"out.side\"]", "allowed_topics"),
     ] {
-        let delivery = MemoryDelivery::default();
+        let delivery = MemorySink::default();
         let policy = "on_error = \"dead-letter\"\ndead_letter_topic = \"out-dead\"";
         let outcome = run_to_latest(&tenant(policy, sink, prefix), module.clone(), &delivery).await;
         let summary = outcome.result.unwrap();
@@ -515,7 +511,7 @@ async fn records_on_refused_topics_fail_their_rows_and_are_never_sent() {
     }
 
     // fail: the pipeline stops at the first such row, naming the topic.
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     let outcome = run_to_latest(&tenant("", "", Some("out")), module, &delivery).await;
     let error = outcome.result.unwrap_err();
     assert!(
@@ -549,7 +545,7 @@ async fn swap_once(instances: usize) {
             ..Script::default()
         },
     };
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     let (_stop, shutdown) = watch::channel(false);
     let config = config(&format!("instances = {instances}"));
     let outcome = run_once(&config, old_module, &delivery, shutdown, Some(swaps)).await;
@@ -596,7 +592,7 @@ async fn shutdown_commits_the_batch_in_hand_and_a_restart_resumes_after_it() {
             ..Script::default()
         },
     };
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     let outcome = run_once(&config(""), module, &delivery, shutdown, None).await;
     let summary = outcome.result.unwrap();
     let first = delivery.seen().origins();
@@ -615,7 +611,7 @@ async fn an_idle_pipeline_releases_its_producer_and_keeps_its_position() {
         "",
         "release_producer_after = \"50ms\"",
     );
-    let delivery = MemoryDelivery::default();
+    let delivery = MemorySink::default();
     let (stop, shutdown) = watch::channel(false);
     let run = {
         let delivery = delivery.clone();
@@ -659,7 +655,7 @@ fn more_busy_pipelines_than_blocking_threads_all_finish() {
     runtime.block_on(async {
         let runs = (0..8).map(|_| {
             tokio::spawn(async {
-                let delivery = MemoryDelivery::default();
+                let delivery = MemorySink::default();
                 let outcome = run_to_latest(&config(""), rows("a"), &delivery).await;
                 outcome.result.unwrap();
                 delivery.seen().origins().len()

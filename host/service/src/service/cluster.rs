@@ -16,7 +16,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::Service;
-use super::refusals::Refusal;
+use super::deploy::{Deploy, DeployReport, swapped};
+use super::placement::{Change, Figures, Placement, running};
+use super::refusals::{Refusal, refusal_key};
 use super::registry::{Entry, stop};
 use super::reports::Reports;
 use crate::config::TenantConfig;
@@ -73,16 +75,6 @@ fn module_key(tenant: &str, digest: &str) -> String {
 }
 
 impl ClusterPart {
-    /// This node's name.
-    pub(super) fn node(&self) -> &str {
-        &self.node
-    }
-
-    /// What the nodes report of the pipelines they run.
-    pub(super) fn reports(&self) -> &Reports {
-        &self.reports
-    }
-
     /// Queues a definition for the state topic (a change its owner made).
     pub(super) fn publish_definition(&self, definition: &PipelineDefinition) {
         let _ = self.publishes.send(definition.clone());
@@ -99,6 +91,212 @@ impl ClusterPart {
         let mut applied = self.applied.subscribe();
         let _ = applied.wait_for(|next| *next > offset).await;
         Ok(())
+    }
+
+    /// Writes a pipeline's changed definition to the shared state and waits until this
+    /// node applied it (and, when it runs the pipeline, acted on it).
+    async fn write_change(
+        &self,
+        entry: &Entry,
+        change: impl FnOnce(&mut PipelineDefinition),
+    ) -> Result<(), ServiceError> {
+        let mut definition = entry.definition();
+        change(&mut definition);
+        definition.revision += 1;
+        self.write_definition(&definition).await
+    }
+
+    /// Writes a definition to the shared state and waits until this node applied it.
+    async fn write_definition(&self, definition: &PipelineDefinition) -> Result<(), ServiceError> {
+        let json = serde_json::to_vec(definition).expect("a definition serialises");
+        let key = pipeline_key(&definition.tenant, &definition.name);
+        self.write_and_apply(&key, Some(&json)).await
+    }
+}
+
+impl Placement for ClusterPart {
+    fn save_module<'a>(
+        &'a self,
+        _: &'a Service,
+        tenant: &'a str,
+        entry: &'a ModuleEntry,
+        bytes: &'a [u8],
+    ) -> Change<'a, ()> {
+        Box::pin(async move {
+            for (key, chunk) in blob::chunks(&entry.digest, bytes) {
+                self.log
+                    .write(&key.key(), Some(chunk))
+                    .await
+                    .map_err(cluster_error)?;
+            }
+            let json = serde_json::to_vec(entry).expect("a module entry serialises");
+            self.write_and_apply(&module_key(tenant, &entry.digest), Some(&json))
+                .await
+        })
+    }
+
+    fn save_tenant<'a>(
+        &'a self,
+        _: &'a Service,
+        name: &'a str,
+        settings: Option<&'a TenantConfig>,
+    ) -> Change<'a, ()> {
+        Box::pin(async move {
+            let json = settings.map(|s| serde_json::to_vec(s).expect("a tenant serialises"));
+            self.write_and_apply(&tenant_key(name), json.as_deref())
+                .await
+        })
+    }
+
+    fn keep_refusal<'a>(
+        &'a self,
+        service: &'a Service,
+        tenant: &'a str,
+        refusal: Refusal,
+    ) -> Change<'a, ()> {
+        Box::pin(async move {
+            let json = serde_json::to_vec(&refusal).expect("a refusal serialises");
+            let key = refusal_key(tenant, &refusal.digest);
+            if let Err(e) = self.write_and_apply(&key, Some(&json)).await {
+                tracing::warn!(
+                    tenant,
+                    module = refusal.name,
+                    error = %e,
+                    "A module's refusal could not be written to the cluster's state; this node keeps it alone."
+                );
+                service.refusals.insert(tenant, refusal);
+            }
+            Ok(())
+        })
+    }
+
+    fn create<'a>(
+        &'a self,
+        service: &'a Arc<Service>,
+        definition: PipelineDefinition,
+        memory_mib: usize,
+    ) -> Change<'a, Arc<Entry>> {
+        Box::pin(async move {
+            let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
+            {
+                let pipelines = service.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+                service.check_new(&pipelines, tenant, name, memory_mib)?;
+            }
+            // The node holding the pipeline's slot makes the entry and starts it when
+            // it reads the definition.
+            self.write_definition(&definition).await?;
+            service.found(|| service.entry(tenant, name)).await
+        })
+    }
+
+    fn set_state<'a>(
+        &'a self,
+        _: &'a Arc<Service>,
+        entry: &'a Arc<Entry>,
+        state: PipelineState,
+    ) -> Change<'a, ()> {
+        Box::pin(async move {
+            if state == PipelineState::Running && entry.definition().state == PipelineState::Running
+            {
+                return Err(running(entry));
+            }
+            // The node running it acts on this when it reads it.
+            self.write_change(entry, |d| {
+                d.state = state;
+                d.error = None;
+            })
+            .await
+        })
+    }
+
+    fn remove<'a>(&'a self, _: &'a Service, entry: &'a Arc<Entry>) -> Change<'a, ()> {
+        Box::pin(async move {
+            let definition = entry.definition();
+            let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
+            self.write_and_apply(&pipeline_key(tenant, name), None)
+                .await?;
+            self.reports.forget(tenant, name).await;
+            Ok(())
+        })
+    }
+
+    fn deploy<'a>(
+        &'a self,
+        service: &'a Arc<Service>,
+        entry: &'a Arc<Entry>,
+        request: Deploy,
+    ) -> Change<'a, DeployReport> {
+        // Checked here, written to the shared state, switched by the node that runs
+        // the pipeline when it reads it.
+        Box::pin(async move {
+            let definition = entry.definition();
+            let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
+            let (_, _, prepare_ms) = service.prepare_checked(entry, &request).await?;
+            let failed = definition.state == PipelineState::Failed;
+            self.write_change(entry, |d| {
+                d.previous_module = Some(d.module.clone());
+                d.module = request.module.clone();
+                if failed {
+                    d.state = PipelineState::Running;
+                    d.error = None;
+                }
+            })
+            .await?;
+            let mut report = DeployReport {
+                from: definition.module.clone(),
+                to: request.module.clone(),
+                outcome: if failed { "started" } else { "stored" },
+                position: None,
+                pause_ms: None,
+                committed_rows: None,
+                prepare_ms,
+            };
+            // When this node runs the pipeline, reading the change switched it.
+            let switched = entry
+                .last_switch
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+                .filter(|done| done.to_digest == request.module);
+            if let Some(done) = switched {
+                report.switched(&done);
+            }
+            swapped(entry, tenant, name, &report);
+            Ok(report)
+        })
+    }
+
+    fn figures(
+        &self,
+        service: &Service,
+        entry: &Entry,
+        definition: &PipelineDefinition,
+    ) -> Figures {
+        let counters = entry.metrics.snapshot();
+        let (tenant, name) = (&definition.tenant, &definition.name);
+        if definition.state != PipelineState::Running {
+            return (None, counters, entry.rows_per_second());
+        }
+        if service.owns(tenant, name) {
+            return (Some(self.node.clone()), counters, entry.rows_per_second());
+        }
+        match self.reports.get(tenant, name) {
+            Some(report) => (Some(report.node), report.counters, report.rows_per_second),
+            None => (None, counters, entry.rows_per_second()),
+        }
+    }
+
+    fn counts(&self, service: &Service, definition: &PipelineDefinition) -> bool {
+        service.owns(&definition.tenant, &definition.name)
+    }
+
+    fn runs_elsewhere(&self, service: &Service, tenant: &str, name: &str) -> Option<String> {
+        let definition = service.entry(tenant, name).ok()?.definition();
+        if definition.state != PipelineState::Running || service.owns(tenant, name) {
+            return None;
+        }
+        let report = self.reports.get(tenant, name)?;
+        (report.node != self.node).then_some(report.api?)
     }
 }
 
@@ -267,80 +465,6 @@ impl Service {
                 .unwrap_or_else(|e| e.into_inner())
                 .contains(&slot_of(tenant, name, part.config.slots)),
         }
-    }
-
-    /// The node's cluster, when it is in one.
-    pub(super) fn cluster_part(&self) -> Option<&Arc<ClusterPart>> {
-        self.cluster.get()
-    }
-
-    /// Writes a pipeline's changed definition to the shared state and waits until this
-    /// node applied it (and, when it runs the pipeline, acted on it).
-    pub(super) async fn write_change(
-        &self,
-        part: &ClusterPart,
-        entry: &Entry,
-        change: impl FnOnce(&mut PipelineDefinition),
-    ) -> Result<(), ServiceError> {
-        let mut definition = entry.definition();
-        change(&mut definition);
-        definition.revision += 1;
-        self.write_definition(part, &definition).await
-    }
-
-    /// Writes a definition to the shared state and waits until this node applied it.
-    pub(super) async fn write_definition(
-        &self,
-        part: &ClusterPart,
-        definition: &PipelineDefinition,
-    ) -> Result<(), ServiceError> {
-        let json = serde_json::to_vec(definition).expect("a definition serialises");
-        let key = pipeline_key(&definition.tenant, &definition.name);
-        part.write_and_apply(&key, Some(&json)).await
-    }
-
-    /// Removes a pipeline from the shared state; its owner stops it.
-    pub(super) async fn write_removal(
-        &self,
-        part: &ClusterPart,
-        tenant: &str,
-        name: &str,
-    ) -> Result<(), ServiceError> {
-        part.write_and_apply(&pipeline_key(tenant, name), None)
-            .await
-    }
-
-    /// Writes a tenant the operator put (or its removal) to the shared state and waits
-    /// until this node applied it.
-    pub(super) async fn write_tenant(
-        &self,
-        part: &ClusterPart,
-        name: &str,
-        settings: Option<&TenantConfig>,
-    ) -> Result<(), ServiceError> {
-        let json = settings.map(|s| serde_json::to_vec(s).expect("a tenant serialises"));
-        part.write_and_apply(&tenant_key(name), json.as_deref())
-            .await
-    }
-
-    /// Writes an uploaded module to the shared state (its bytes in chunks first) and
-    /// waits until this node applied it.
-    pub(super) async fn write_module(
-        &self,
-        part: &ClusterPart,
-        tenant: &str,
-        entry: &ModuleEntry,
-        bytes: &[u8],
-    ) -> Result<(), ServiceError> {
-        for (key, chunk) in blob::chunks(&entry.digest, bytes) {
-            part.log
-                .write(&key.key(), Some(chunk))
-                .await
-                .map_err(cluster_error)?;
-        }
-        let json = serde_json::to_vec(entry).expect("a module entry serialises");
-        part.write_and_apply(&module_key(tenant, &entry.digest), Some(&json))
-            .await
     }
 
     /// What this node holds and runs.

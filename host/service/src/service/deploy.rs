@@ -5,16 +5,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use sluice_engine::{TransformError, TransformInstance, TransformModule};
-use sluice_pipeline::{PipelineConfig, Position, SwapReport, SwapRequest, instance_limits};
-use sluice_source::{ChangeFeed, Preceded, SourceOptions};
+use sluice_engine::{TransformInstance, TransformModule};
+use sluice_pipeline::{
+    PipelineConfig, Position, SwapReport, SwapRequest, instance_limits, try_on_sample,
+};
 use tokio::sync::{mpsc, oneshot};
 
-use super::cluster::ClusterPart;
+use super::last_swap::LastSwap;
 use super::registry::{Entry, Running};
-use super::views::{LastSwap, position_of};
+use super::views::position_of;
 use super::{Service, not_found};
-use crate::auth::Caller;
+use crate::auth::TenantScope;
 use crate::error::ServiceError;
 use crate::store::{PipelineDefinition, PipelineState, now_millis};
 
@@ -95,18 +96,25 @@ impl Service {
     /// nothing), then switched at the next batch boundary.
     pub async fn deploy(
         self: &Arc<Service>,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
         name: &str,
         request: Deploy,
     ) -> Result<DeployReport, ServiceError> {
-        caller.may_act_for(tenant)?;
         let entry = self.found(|| self.entry(tenant, name)).await?;
-        if let Some(part) = self.cluster_part() {
-            return self.deploy_in_cluster(part, &entry, request).await;
-        }
+        self.placement().deploy(self, &entry, request).await
+    }
+
+    /// A deploy on a node alone: checked, recorded, then switched at the running
+    /// pipeline's next batch boundary.
+    pub(super) async fn deploy_here(
+        self: &Arc<Service>,
+        entry: &Arc<Entry>,
+        request: Deploy,
+    ) -> Result<DeployReport, ServiceError> {
+        let entry = entry.clone();
         let mut control = entry.control.lock().await;
         let definition = entry.definition();
+        let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
         let (module, instance, prepare_ms) = self.prepare_checked(&entry, &request).await?;
         // The new module is recorded first: if the service stops before the switch, the
         // pipeline starts with it.
@@ -136,53 +144,9 @@ impl Service {
         Ok(report)
     }
 
-    /// A deploy in a cluster: checked here, written to the shared state, switched by
-    /// the node that runs the pipeline when it reads it.
-    async fn deploy_in_cluster(
-        self: &Arc<Service>,
-        part: &ClusterPart,
-        entry: &Arc<Entry>,
-        request: Deploy,
-    ) -> Result<DeployReport, ServiceError> {
-        let definition = entry.definition();
-        let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
-        let (_, _, prepare_ms) = self.prepare_checked(entry, &request).await?;
-        let failed = definition.state == PipelineState::Failed;
-        self.write_change(part, entry, |d| {
-            d.previous_module = Some(d.module.clone());
-            d.module = request.module.clone();
-            if failed {
-                d.state = PipelineState::Running;
-                d.error = None;
-            }
-        })
-        .await?;
-        let mut report = DeployReport {
-            from: definition.module.clone(),
-            to: request.module.clone(),
-            outcome: if failed { "started" } else { "stored" },
-            position: None,
-            pause_ms: None,
-            committed_rows: None,
-            prepare_ms,
-        };
-        // When this node runs the pipeline, reading the change switched it.
-        let switched = entry
-            .last_switch
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .filter(|done| done.to_digest == request.module);
-        if let Some(done) = switched {
-            report.switched(&done);
-        }
-        swapped(entry, tenant, name, &report);
-        Ok(report)
-    }
-
     /// Compiles the requested module under the pipeline's limits, starts an instance
     /// and, when asked, runs it on a sample of the table: a refusal changes nothing.
-    async fn prepare_checked(
+    pub(super) async fn prepare_checked(
         self: &Arc<Service>,
         entry: &Arc<Entry>,
         request: &Deploy,
@@ -205,7 +169,8 @@ impl Service {
             tokio::task::spawn_blocking(move || {
                 let prepared = service.prepare_module(&entry, &config, &digest, &tenant)?;
                 if let Some(rows) = sample_rows {
-                    sample(&config, &prepared.0, position, rows)?;
+                    try_on_sample(&config, &prepared.0, position, rows)
+                        .map_err(|e| ServiceError::InvalidModule(e.to_string()))?;
                 }
                 Ok::<_, ServiceError>(prepared)
             })
@@ -255,11 +220,9 @@ impl Service {
     /// Swaps back to the module before the last swap.
     pub async fn rollback(
         self: &Arc<Service>,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
         name: &str,
     ) -> Result<DeployReport, ServiceError> {
-        caller.may_act_for(tenant)?;
         let previous = self
             .entry(tenant, name)?
             .definition()
@@ -268,7 +231,6 @@ impl Service {
                 ServiceError::Conflict(format!("pipeline {name} has no previous module"))
             })?;
         self.deploy(
-            caller,
             tenant,
             name,
             Deploy {
@@ -281,7 +243,7 @@ impl Service {
 }
 
 impl DeployReport {
-    fn switched(&mut self, done: &SwapReport) {
+    pub(super) fn switched(&mut self, done: &SwapReport) {
         self.outcome = "switched";
         self.position = Some(done.position);
         self.pause_ms = Some(done.pause.as_secs_f64() * 1000.0);
@@ -290,7 +252,7 @@ impl DeployReport {
 }
 
 /// Logs a swap and keeps it as the pipeline's last.
-fn swapped(entry: &Entry, tenant: &str, name: &str, report: &DeployReport) {
+pub(super) fn swapped(entry: &Entry, tenant: &str, name: &str, report: &DeployReport) {
     *entry.last_swap.lock().unwrap_or_else(|e| e.into_inner()) = Some(LastSwap {
         at_ms: now_millis(),
         from: report.from.clone(),
@@ -345,74 +307,4 @@ async fn switch(
             "pipeline {name} did not reach a batch boundary within {SWAP_WAIT:?}; it switches when it does"
         ))),
     }
-}
-
-/// Runs a module on up to `rows` change rows: the next ones from the pipeline's
-/// position, or the table's most recent ones when it has caught up. A batch error or a
-/// trap refuses the module (rejected rows do not).
-fn sample(
-    config: &PipelineConfig,
-    module: &TransformModule,
-    at: Position,
-    rows: usize,
-) -> Result<(), ServiceError> {
-    let options = SourceOptions {
-        batch_rows: rows.max(1),
-        ..config.source_options()
-    };
-    let refuse = |m: String| ServiceError::InvalidModule(format!("on a sample of the table: {m}"));
-    let feed =
-        ChangeFeed::open(&config.source.table, options).map_err(|e| refuse(e.to_string()))?;
-    let latest = feed.latest_version().map_err(|e| refuse(e.to_string()))?;
-    let rows_from = |from: u64| -> Result<usize, ServiceError> {
-        let mut seen = 0;
-        for batch in feed
-            .read(Position::at_version(from), latest, Preceded::Nothing)
-            .map_err(|e| refuse(e.to_string()))?
-        {
-            seen += batch.map_err(|e| refuse(e.to_string()))?.batch.num_rows();
-            if seen >= rows {
-                break;
-            }
-        }
-        Ok(seen)
-    };
-    // Inside a snapshot the next rows are the snapshot's, not the version's changes.
-    let from = if at.version <= latest {
-        at
-    } else {
-        let mut version = latest;
-        while version > 0 && rows_from(version)? < rows {
-            version -= 1;
-        }
-        Position::at_version(version)
-    };
-    let mut instance = module
-        .instantiate(&config.transform_params(), Arc::new(config.format()))
-        .map_err(|e| refuse(e.to_string()))?;
-    let mut left = rows;
-    let batches: Box<dyn Iterator<Item = _>> = if from.snapshot {
-        Box::new(
-            feed.read_snapshot(from)
-                .map_err(|e| refuse(e.to_string()))?,
-        )
-    } else {
-        Box::new(
-            feed.read(from, latest, Preceded::Nothing)
-                .map_err(|e| refuse(e.to_string()))?,
-        )
-    };
-    for batch in batches {
-        let batch = batch.map_err(|e| refuse(e.to_string()))?.batch;
-        let batch = batch.slice(0, batch.num_rows().min(left));
-        match instance.transform(&batch) {
-            Ok(_) | Err(TransformError::Row { .. }) => {}
-            Err(e) => return Err(refuse(e.to_string())),
-        }
-        left -= batch.num_rows();
-        if left == 0 {
-            break;
-        }
-    }
-    Ok(())
 }

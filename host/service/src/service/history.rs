@@ -8,7 +8,7 @@ use serde::Serialize;
 use sluice_pipeline::MetricsSnapshot;
 
 use super::Service;
-use crate::auth::Caller;
+use crate::auth::TenantScope;
 use crate::error::ServiceError;
 use crate::store::now_millis;
 
@@ -137,12 +137,10 @@ impl Service {
     /// A pipeline's figures over the last hour (its last `last` points).
     pub async fn history(
         &self,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
         name: &str,
         last: Option<usize>,
     ) -> Result<History, ServiceError> {
-        caller.may_act_for(tenant)?;
         let entry = self.found(|| self.entry(tenant, name)).await?;
         let history = entry.history.lock().unwrap_or_else(|e| e.into_inner());
         Ok(History {
@@ -154,18 +152,16 @@ impl Service {
     /// The last `last` points of each of the tenant's pipelines.
     pub async fn tenant_history(
         &self,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
         last: Option<usize>,
     ) -> Result<TenantHistory, ServiceError> {
-        caller.may_act_for(tenant)?;
         self.found(|| self.tenant(tenant)).await?;
         let pipelines = self
             .entries()
             .iter()
             .filter_map(|entry| {
                 let definition = entry.definition();
-                (definition.tenant == tenant).then(|| {
+                (definition.tenant == **tenant).then(|| {
                     let history = entry.history.lock().unwrap_or_else(|e| e.into_inner());
                     (definition.name, history.points(last))
                 })

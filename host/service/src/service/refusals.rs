@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use sluice_engine::CompileBudget;
 
 use super::Service;
-use crate::auth::Caller;
+use crate::auth::TenantScope;
 use crate::error::ServiceError;
 use crate::store::now_seconds;
 
@@ -98,10 +98,8 @@ impl Service {
     /// The tenant's modules refused for their compile budgets.
     pub async fn refused_modules(
         &self,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
     ) -> Result<Vec<Refusal>, ServiceError> {
-        caller.may_act_for(tenant)?;
         self.found(|| self.tenant(tenant)).await?;
         Ok(self.refusals.of_tenant(tenant))
     }
@@ -131,22 +129,7 @@ impl Service {
             reason,
             "A module was refused for its compile budget; it is not compiled again until it or the tenant's caps change."
         );
-        if let Some(part) = self.cluster_part() {
-            let json = serde_json::to_vec(&refusal).expect("a refusal serialises");
-            match part
-                .write_and_apply(&refusal_key(tenant, digest), Some(&json))
-                .await
-            {
-                Ok(()) => return,
-                Err(e) => tracing::warn!(
-                    tenant,
-                    module = name,
-                    error = %e,
-                    "A module's refusal could not be written to the cluster's state; this node keeps it alone."
-                ),
-            }
-        }
-        self.refusals.insert(tenant, refusal);
+        let _ = self.placement().keep_refusal(self, tenant, refusal).await;
     }
 }
 

@@ -11,15 +11,13 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use sluice_pipeline::{
-    PipelineMetrics, RunControls, RunMode, StartFrom, SwapReport, SwapRequest, run_controlled,
-};
+use sluice_pipeline::{PipelineMetrics, RunControls, RunMode, StartFrom, SwapReport, SwapRequest};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::Service;
 use super::history::MetricsHistory;
-use super::views::LastSwap;
+use super::last_swap::LastSwap;
 use crate::error::ServiceError;
 use crate::logs::PipelineLog;
 use crate::store::{PipelineDefinition, PipelineState};
@@ -230,22 +228,24 @@ impl Service {
                         metrics: entry.metrics.clone(),
                         quiet_progress: false,
                     };
-                    run_controlled(
-                        &config,
-                        RunMode::Follow,
-                        StartFrom::StoredPosition,
-                        shutdown_rx,
-                        controls,
-                    )
-                    .await
-                    .map(|_| ())
-                    .or_else(|e| {
-                        match e.is_fenced() && service.cluster.get().is_some() {
-                            // Another node holds the pipeline's slot now and took over.
-                            true => Ok(()),
-                            false => Err(e.to_string()),
-                        }
-                    })
+                    service
+                        .destination
+                        .run(
+                            &config,
+                            RunMode::Follow,
+                            StartFrom::StoredPosition,
+                            shutdown_rx,
+                            controls,
+                        )
+                        .await
+                        .map(|_| ())
+                        .or_else(|e| {
+                            match e.is_fenced() && service.cluster.get().is_some() {
+                                // Another node holds the pipeline's slot now and took over.
+                                true => Ok(()),
+                                false => Err(e.to_string()),
+                            }
+                        })
                 }))
             };
             let result = run.await.unwrap_or_else(|panic| {

@@ -90,13 +90,7 @@ impl Service {
     /// The admin API of the node that runs a pipeline, when that is another node of the
     /// cluster: its logs are there.
     pub fn runs_elsewhere(&self, tenant: &str, name: &str) -> Option<String> {
-        let part = self.cluster_part()?;
-        let definition = self.entry(tenant, name).ok()?.definition();
-        if definition.state != PipelineState::Running || self.owns(tenant, name) {
-            return None;
-        }
-        let report = part.reports().get(tenant, name)?;
-        (report.node != part.node()).then_some(report.api?)
+        self.placement().runs_elsewhere(self, tenant, name)
     }
 
     /// Keeps the latest report of every pipeline, for as long as they come.

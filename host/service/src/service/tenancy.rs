@@ -12,7 +12,7 @@ use sluice_pipeline::PipelineConfig;
 
 use super::Service;
 use super::registry::Entry;
-use crate::auth::{Caller, tenant_token};
+use crate::auth::{Operator, TenantScope, tenant_token};
 use crate::config::{HostLimits, TenantConfig};
 use crate::error::ServiceError;
 
@@ -113,10 +113,7 @@ impl Service {
     }
 
     /// Every tenant (operator only).
-    pub fn tenant_views(&self, caller: &Caller) -> Result<Vec<TenantView>, ServiceError> {
-        if *caller != Caller::Operator {
-            return Err(ServiceError::OperatorOnly("list tenants"));
-        }
+    pub fn tenant_views(&self, _: &Operator) -> Result<Vec<TenantView>, ServiceError> {
         let names: Vec<String> = self
             .tenants
             .read()
@@ -124,15 +121,15 @@ impl Service {
             .keys()
             .cloned()
             .collect();
-        names
-            .iter()
-            .map(|name| self.tenant_view(caller, name))
-            .collect()
+        names.iter().map(|name| self.view_of_tenant(name)).collect()
     }
 
     /// One tenant, for the operator or the tenant itself.
-    pub fn tenant_view(&self, caller: &Caller, name: &str) -> Result<TenantView, ServiceError> {
-        caller.may_act_for(name)?;
+    pub fn tenant_view(&self, tenant: &TenantScope) -> Result<TenantView, ServiceError> {
+        self.view_of_tenant(tenant)
+    }
+
+    fn view_of_tenant(&self, name: &str) -> Result<TenantView, ServiceError> {
         let (source, mut settings) = {
             let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
             let tenant = tenants
@@ -170,32 +167,22 @@ impl Service {
     /// on the node that took the call and soon after on the others.
     pub async fn put_tenant(
         &self,
-        caller: &Caller,
+        _: &Operator,
         name: &str,
         settings: TenantConfig,
     ) -> Result<TenantView, ServiceError> {
-        if *caller != Caller::Operator {
-            return Err(ServiceError::OperatorOnly("add or change tenants"));
-        }
         self.check_tenant(name, &settings)?;
-        match self.cluster_part() {
-            Some(part) => self.write_tenant(part, name, Some(&settings)).await?,
-            None => {
-                self.state.save_tenant(name, &settings)?;
-                self.install_tenant(name, settings)?;
-            }
-        }
+        self.placement()
+            .save_tenant(self, name, Some(&settings))
+            .await?;
         tracing::info!(tenant = name, "A tenant was put through the API.");
-        self.tenant_view(caller, name)
+        self.view_of_tenant(name)
     }
 
     /// Removes a tenant added through the API (operator only); refused while it has
     /// pipelines. Its uploaded modules are kept: they come back with the tenant.
-    pub async fn delete_tenant(&self, caller: &Caller, name: &str) -> Result<(), ServiceError> {
-        let view = self.tenant_view(caller, name)?;
-        if *caller != Caller::Operator {
-            return Err(ServiceError::OperatorOnly("remove tenants"));
-        }
+    pub async fn delete_tenant(&self, _: &Operator, name: &str) -> Result<(), ServiceError> {
+        let view = self.view_of_tenant(name)?;
         if view.source == TenantSource::ConfigFile {
             return Err(ServiceError::Conflict(format!(
                 "tenant {name} is defined in the service's config file; remove it there"
@@ -207,10 +194,7 @@ impl Service {
                 view.pipelines
             )));
         }
-        match self.cluster_part() {
-            Some(part) => self.write_tenant(part, name, None).await?,
-            None => self.uninstall_tenant(name)?,
-        }
+        self.placement().save_tenant(self, name, None).await?;
         tracing::info!(tenant = name, "A tenant was removed through the API.");
         Ok(())
     }

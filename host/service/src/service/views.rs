@@ -8,8 +8,9 @@ use serde::Serialize;
 use sluice_pipeline::{MetricsSnapshot, Position, Waiting};
 
 use super::Service;
+use super::last_swap::LastSwap;
 use super::registry::Entry;
-use crate::auth::Caller;
+use crate::auth::{Operator, TenantScope};
 use crate::error::ServiceError;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState};
 
@@ -85,19 +86,6 @@ pub struct ModuleView {
     pub size_bytes: u64,
 }
 
-/// A module swap, as the pipeline's status shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct LastSwap {
-    /// When, in milliseconds since the epoch.
-    pub at_ms: u64,
-    /// Digest of the module before.
-    pub from: String,
-    /// Digest of the module after.
-    pub to: String,
-    /// How the deploy ended (`switched`, `started` or `stored`).
-    pub outcome: &'static str,
-}
-
 /// A tenant's module and the pipelines that run it.
 #[derive(Clone, Debug, Serialize)]
 pub struct ModuleListing {
@@ -112,17 +100,15 @@ impl Service {
     /// The tenant's pipelines.
     pub async fn pipelines(
         &self,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
     ) -> Result<Vec<PipelineStatus>, ServiceError> {
-        caller.may_act_for(tenant)?;
         self.found(|| self.tenant(tenant)).await?;
         let entries: Vec<Arc<Entry>> = self
             .pipelines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .filter(|((t, _), _)| t == tenant)
+            .filter(|((t, _), _)| **t == **tenant)
             .map(|(_, e)| e.clone())
             .collect();
         entries.iter().map(|e| self.status_of(e)).collect()
@@ -131,11 +117,9 @@ impl Service {
     /// One pipeline's status.
     pub async fn status(
         &self,
-        caller: &Caller,
-        tenant: &str,
+        tenant: &TenantScope,
         name: &str,
     ) -> Result<PipelineStatus, ServiceError> {
-        caller.may_act_for(tenant)?;
         let entry = self.found(|| self.entry(tenant, name)).await?;
         self.status_of(&entry)
     }
@@ -206,36 +190,17 @@ impl Service {
         entry: &Entry,
         definition: &PipelineDefinition,
     ) -> (Option<String>, MetricsSnapshot, f64) {
-        let counters = entry.metrics.snapshot();
-        let (tenant, name) = (&definition.tenant, &definition.name);
-        let running = definition.state == PipelineState::Running;
-        match self.cluster_part().filter(|_| running) {
-            None => (None, counters, entry.rows_per_second()),
-            Some(part) if self.owns(tenant, name) => (
-                Some(part.node().to_string()),
-                counters,
-                entry.rows_per_second(),
-            ),
-            Some(part) => match part.reports().get(tenant, name) {
-                Some(report) => (Some(report.node), report.counters, report.rows_per_second),
-                None => (None, counters, entry.rows_per_second()),
-            },
-        }
+        self.placement().figures(self, entry, definition)
     }
 
     /// The tenant's modules, each with the pipelines that run it.
-    pub async fn modules(
-        &self,
-        caller: &Caller,
-        tenant: &str,
-    ) -> Result<Vec<ModuleListing>, ServiceError> {
-        caller.may_act_for(tenant)?;
+    pub async fn modules(&self, tenant: &TenantScope) -> Result<Vec<ModuleListing>, ServiceError> {
         self.found(|| self.tenant(tenant)).await?;
         let definitions: Vec<PipelineDefinition> = self
             .entries()
             .iter()
             .map(|e| e.definition())
-            .filter(|d| d.tenant == tenant)
+            .filter(|d| d.tenant == **tenant)
             .collect();
         let modules = self.state.modules(tenant)?;
         Ok(modules
@@ -254,18 +219,11 @@ impl Service {
     /// The statuses this node's metrics show (operator only): every pipeline's when it
     /// runs alone; in a cluster those it runs, so scraping every node counts each
     /// pipeline once.
-    pub fn metric_statuses(&self, caller: &Caller) -> Result<Vec<PipelineStatus>, ServiceError> {
-        if *caller != Caller::Operator {
-            return Err(ServiceError::OperatorOnly("read every tenant's metrics"));
-        }
-        let entries = self.entries();
-        let clustered = self.cluster_part().is_some();
-        entries
+    pub fn metric_statuses(&self, _: &Operator) -> Result<Vec<PipelineStatus>, ServiceError> {
+        let placement = self.placement();
+        self.entries()
             .iter()
-            .filter(|e| {
-                let definition = e.definition();
-                !clustered || self.owns(&definition.tenant, &definition.name)
-            })
+            .filter(|e| placement.counts(self, &e.definition()))
             .map(|e| self.status_of(e))
             .collect()
     }

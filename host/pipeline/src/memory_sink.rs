@@ -1,5 +1,6 @@
-//! An in-memory [`Delivery`] for the loop's unit tests: it keeps committed transactions
-//! and injects, at a chosen call, each failure the Kafka sink reports.
+//! An in-memory [`Sink`] for unit tests of the loop and of its supervisors: it keeps
+//! committed transactions and injects, at a chosen call, each failure the Kafka sink
+//! reports.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -7,13 +8,13 @@ use std::time::Duration;
 
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
-use sluice_sink::{SinkError, SinkRecord, SourcePosition};
+use sluice_sink::{SinkError, SinkRecord, SourcePosition, TopicRecord};
 
-use crate::delivery::Delivery;
+use crate::sink::Sink;
 
 /// A failure the Kafka sink reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Failure {
+pub enum Failure {
     /// The transaction was aborted (retriable).
     Abort,
     /// Another instance took over the transactional id (fatal).
@@ -28,7 +29,7 @@ pub(crate) enum Failure {
 
 /// Which call fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Call {
+pub enum Call {
     /// The n-th `send`, counting from 1.
     Send(usize),
     /// The n-th `commit`, counting from 1.
@@ -37,15 +38,19 @@ pub(crate) enum Call {
 
 /// A committed transaction: its records and the position stored with them.
 #[derive(Clone, Debug)]
-pub(crate) struct Transaction {
+pub struct Transaction {
+    /// The records, in the order they were sent.
     pub records: Vec<SinkRecord>,
+    /// The position committed with them.
     pub position: SourcePosition,
 }
 
 /// What the sink saw; shared between the test and the sink the pipeline owns.
 #[derive(Debug, Default)]
-pub(crate) struct Seen {
+pub struct Seen {
+    /// Committed transactions, in order.
     pub committed: Vec<Transaction>,
+    /// Transactions rolled back, by the pipeline or by an injected failure.
     pub rollbacks: usize,
     /// Connections made.
     pub connects: usize,
@@ -63,7 +68,7 @@ pub(crate) struct Seen {
 
 impl Seen {
     /// The committed records' origins, in commit order.
-    pub(crate) fn origins(&self) -> Vec<(u64, u64)> {
+    pub fn origins(&self) -> Vec<(u64, u64)> {
         self.committed
             .iter()
             .flat_map(|t| &t.records)
@@ -76,14 +81,14 @@ impl Seen {
     }
 
     /// The position the last commit stored.
-    pub(crate) fn stored(&self) -> Option<&SourcePosition> {
+    pub fn stored(&self) -> Option<&SourcePosition> {
         self.committed.last().map(|t| &t.position)
     }
 }
 
 /// The sink; clones share what they saw.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct MemoryDelivery {
+pub struct MemorySink {
     seen: Arc<Mutex<Seen>>,
     /// Held only to count, when dropped with the last clone, as released.
     _connection: Option<Arc<Connection>>,
@@ -99,26 +104,56 @@ impl Drop for Connection {
     }
 }
 
-impl MemoryDelivery {
+impl MemorySink {
     /// A new connection to the same sink, as the loop makes one.
-    pub(crate) async fn connect(&self) -> Result<MemoryDelivery, SinkError> {
+    pub async fn connect(&self) -> Result<MemorySink, SinkError> {
         let mut seen = self.seen();
         seen.connects += 1;
         seen.broken = false;
-        Ok(MemoryDelivery {
+        Ok(MemorySink {
             seen: self.seen.clone(),
             _connection: Some(Arc::new(Connection(self.seen.clone()))),
         })
     }
 
+    /// Up to `limit` of the committed records of `topic` (records naming no topic go to
+    /// `default_topic`), newest first, their offsets counted from the topic's first.
+    pub fn latest_records(
+        &self,
+        default_topic: &str,
+        topic: &str,
+        limit: usize,
+    ) -> Vec<TopicRecord> {
+        let seen = self.seen();
+        let in_topic: Vec<&SinkRecord> = seen
+            .committed
+            .iter()
+            .flat_map(|t| &t.records)
+            .filter(|r| r.topic.as_deref().unwrap_or(default_topic) == topic)
+            .collect();
+        in_topic
+            .iter()
+            .enumerate()
+            .rev()
+            .take(limit)
+            .map(|(offset, record)| TopicRecord {
+                partition: 0,
+                offset: offset as i64,
+                timestamp_ms: None,
+                key: record.key.clone(),
+                value: record.value.clone(),
+            })
+            .collect()
+    }
+
     /// Makes `call` fail with `failure`.
-    pub(crate) fn fail(&self, call: Call, failure: Failure) -> &Self {
+    pub fn fail(&self, call: Call, failure: Failure) -> &Self {
         self.seen().failures.insert(call, failure);
         self
     }
 
     /// What the sink saw so far.
-    pub(crate) fn seen(&self) -> MutexGuard<'_, Seen> {
+    pub fn seen(&self) -> MutexGuard<'_, Seen> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -190,7 +225,7 @@ impl MemoryDelivery {
     }
 }
 
-impl Delivery for MemoryDelivery {
+impl Sink for MemorySink {
     async fn send(&mut self, records: Vec<SinkRecord>) -> Result<(), SinkError> {
         let mut seen = self.seen();
         seen.sends += 1;

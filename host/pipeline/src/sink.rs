@@ -1,15 +1,16 @@
 //! The seam between the pipeline loop and Kafka: send records, commit them with the
-//! position after them, roll back. The loop connects one through a [`Connect`], and
-//! drops it to start afresh (after an error that left it unusable, or while idle). [`KafkaSink`] in production; an in-memory sink that
-//! injects every failure the real one reports in the loop's unit tests.
+//! position after them, roll back. The loop connects one through a [`ConnectSink`], and
+//! drops it to start afresh (after an error that left it unusable, or while idle).
+//! [`KafkaSink`] in production; an in-memory sink (feature `memory`) that injects every
+//! failure the real one reports in the loop's and the service's unit tests.
 
 use std::future::Future;
 
 use sluice_sink::{KafkaSink, SinkError, SinkRecord, SourcePosition};
 
 /// Where a pipeline delivers its records and stores its position.
-pub(crate) trait Delivery: Send {
-    /// Hands `records` over; nothing of them counts until [`Delivery::commit`]. On
+pub trait Sink: Send {
+    /// Hands `records` over; nothing of them counts until [`Sink::commit`]. On
     /// error everything since the last commit is forgotten.
     fn send(
         &mut self,
@@ -32,14 +33,14 @@ pub(crate) trait Delivery: Send {
     ) -> impl Future<Output = Result<Option<SourcePosition>, SinkError>> + Send;
 }
 
-/// Makes a connected [`Delivery`]; called at start-up and whenever the loop dropped
+/// Makes a connected [`Sink`]; called at start-up and whenever the loop dropped
 /// the last one.
-pub(crate) trait Connect<D>: Send + Sync {
+pub trait ConnectSink<D>: Send + Sync {
     /// A new connection.
     fn connect(&self) -> impl Future<Output = Result<D, SinkError>> + Send;
 }
 
-impl<D, F, Fut> Connect<D> for F
+impl<D, F, Fut> ConnectSink<D> for F
 where
     F: Fn() -> Fut + Send + Sync,
     Fut: Future<Output = Result<D, SinkError>> + Send,
@@ -49,7 +50,7 @@ where
     }
 }
 
-impl Delivery for KafkaSink {
+impl Sink for KafkaSink {
     async fn send(&mut self, records: Vec<SinkRecord>) -> Result<(), SinkError> {
         KafkaSink::send(self, records).await
     }

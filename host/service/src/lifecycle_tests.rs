@@ -1,0 +1,440 @@
+//! Every pipeline operation through the API's router, on a node alone: real components
+//! (built from `transforms/tagged`), a real Delta table (from the repository's
+//! fixtures), and the pipeline's in-memory sink in place of Kafka. No broker.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use serde_json::{Value, json};
+use sluice_pipeline::MemorySink;
+use tower::ServiceExt as _;
+
+use crate::config::ServeConfig;
+use crate::service::Service;
+
+const OPERATOR: &str = "operator-token-0123456789";
+const ACME: &str = "acme-token-0123456789";
+const GLOBEX: &str = "globex-token-0123456789";
+
+/// Longest a test waits for a pipeline to reach what it expects.
+const WAIT: Duration = Duration::from_secs(60);
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A table with inserts, updates and deletes over several versions.
+fn table() -> PathBuf {
+    repo_root()
+        .join("tests/data/delta-tables/kernel/cdf-table")
+        .canonicalize()
+        .expect("the fixture table exists")
+}
+
+/// The bytes of the component built from `transforms/tagged/<colour>`, built once per
+/// test process (and cached across runs in the build's target folder).
+fn tagged(colour: &str) -> Vec<u8> {
+    static BUILT: OnceLock<std::sync::Mutex<()>> = OnceLock::new();
+    let _one_build_at_a_time = BUILT.get_or_init(Default::default).lock();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| repo_root().join("target"), PathBuf::from)
+        .join("guests");
+    let options = sluice_build::BuildOptions::new(target.clone(), target.join("components"));
+    let built = sluice_build::build_transform(
+        &repo_root().join("transforms/tagged").join(colour),
+        &options,
+    )
+    .unwrap_or_else(|e| panic!("building transforms/tagged/{colour} failed: {e}"));
+    std::fs::read(built.component).unwrap()
+}
+
+/// A service alone in a temporary folder, with tenants `acme` (which may read the
+/// fixture tables) and `globex`, delivering to `sink`.
+struct Node {
+    _dir: tempfile::TempDir,
+    router: Router,
+    sink: MemorySink,
+}
+
+impl Node {
+    fn start() -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        for (file, token) in [
+            ("operator.token", OPERATOR),
+            ("acme.token", ACME),
+            ("globex.token", GLOBEX),
+        ] {
+            std::fs::write(dir.path().join(file), token).unwrap();
+        }
+        let tables = table().parent().unwrap().display().to_string();
+        let config = dir.path().join("serve.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nstate_dir = \"state\"\noperator_token_file = \"operator.token\"\n\n\
+                 [tenants.acme]\ntoken_file = \"acme.token\"\ntable_prefixes = [\"{tables}/\"]\n\n\
+                 [tenants.globex]\ntoken_file = \"globex.token\"\ntable_prefixes = [\"/data/globex/\"]\n"
+            ),
+        )
+        .unwrap();
+        let sink = MemorySink::default();
+        let service =
+            Service::with_destination(ServeConfig::load(&config).unwrap(), Arc::new(sink.clone()))
+                .unwrap();
+        Node {
+            _dir: dir,
+            router: crate::api::router(service),
+            sink,
+        }
+    }
+
+    /// Calls the API with `token`; the status and the JSON answer (`null` when empty).
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Body,
+    ) -> (StatusCode, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(body)
+            .unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, json)
+    }
+
+    async fn json(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Value,
+    ) -> (StatusCode, Value) {
+        self.call(method, path, token, Body::from(body.to_string()))
+            .await
+    }
+
+    async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, token, Body::empty()).await
+    }
+
+    /// Uploads a module for acme; its digest.
+    async fn upload(&self, name: &str, bytes: Vec<u8>) -> String {
+        let path = format!("/v1/tenants/acme/modules?name={name}");
+        let (status, entry) = self
+            .call(Method::POST, &path, ACME, Body::from(bytes))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{entry}");
+        entry["digest"].as_str().unwrap().to_string()
+    }
+
+    /// Creates acme's pipeline `deals` over the fixture table with `module`.
+    async fn create(&self, module: &str) -> (StatusCode, Value) {
+        let config = format!(
+            "[source]\ntable = \"{}\"\npoll_interval = \"50ms\"\nbatch_rows = 3\n\n\
+             [sink]\ntopic = \"deals\"\n\n[sink.kafka]\n\"bootstrap.servers\" = \"memory:9092\"\n",
+            table().display()
+        );
+        self.json(
+            Method::PUT,
+            "/v1/tenants/acme/pipelines/deals",
+            ACME,
+            json!({ "config": config, "module": module }),
+        )
+        .await
+    }
+
+    async fn status(&self) -> Value {
+        let (status, body) = self.get("/v1/tenants/acme/pipelines/deals", ACME).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    async fn act(&self, action: &str) -> (StatusCode, Value) {
+        let path = format!("/v1/tenants/acme/pipelines/deals/{action}");
+        self.call(Method::POST, &path, ACME, Body::empty()).await
+    }
+
+    /// Waits until the pipeline has committed the table's latest version.
+    async fn caught_up(&self) -> Value {
+        let started = Instant::now();
+        loop {
+            let status = self.status().await;
+            assert_ne!(status["state"], "failed", "{status}");
+            let delivered = status["position"]["version"].as_u64().unwrap_or(0);
+            if status["latest_version"]
+                .as_u64()
+                .is_some_and(|v| delivered > v)
+                && !self.sink.seen().committed.is_empty()
+            {
+                return status;
+            }
+            assert!(
+                started.elapsed() < WAIT,
+                "the pipeline did not catch up: {status}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Every committed record's origin; each may appear once.
+    fn delivered_once(&self) -> BTreeSet<(u64, u64)> {
+        let origins = self.sink.seen().origins();
+        let unique: BTreeSet<_> = origins.iter().copied().collect();
+        assert_eq!(unique.len(), origins.len(), "a row was delivered twice");
+        unique
+    }
+
+    /// The `tag` header of every committed record.
+    fn tags(&self) -> BTreeSet<String> {
+        self.sink
+            .seen()
+            .committed
+            .iter()
+            .flat_map(|t| &t.records)
+            .flat_map(|r| &r.headers)
+            .filter(|(name, _)| name == "tag")
+            .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_is_created_swapped_paused_resumed_rolled_back_and_deleted_without_losing_or_repeating_a_row()
+ {
+    let node = Node::start();
+    let blue = node.upload("blue", tagged("blue")).await;
+    let green = node.upload("green", tagged("green")).await;
+
+    let (status, created) = node.create(&blue).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["state"], "running");
+    let (status, again) = node.create(&blue).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{again}");
+
+    let first = node.caught_up().await;
+    let rows = node.delivered_once();
+    assert!(!rows.is_empty());
+    assert_eq!(node.tags(), BTreeSet::from(["blue".to_string()]));
+    assert_eq!(first["module"]["digest"], blue.as_str());
+
+    // A swap at the next batch boundary of a pipeline that waits for new versions.
+    let (status, report) = node
+        .json(
+            Method::POST,
+            "/v1/tenants/acme/pipelines/deals/deploy",
+            ACME,
+            json!({ "module": green, "sample_rows": 5 }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(report["outcome"], "switched");
+    assert_eq!(
+        (report["from"].as_str(), report["to"].as_str()),
+        (Some(&*blue), Some(&*green))
+    );
+    let swapped = node.status().await;
+    assert_eq!(swapped["module"]["digest"], green.as_str());
+    assert_eq!(swapped["previous_module"], blue.as_str());
+    assert_eq!(swapped["last_swap"]["outcome"], "switched");
+
+    let (status, paused) = node.act("pause").await;
+    assert_eq!(status, StatusCode::OK, "{paused}");
+    assert_eq!(paused["state"], "paused");
+    let connections = {
+        let seen = node.sink.seen();
+        (seen.connects, seen.released)
+    };
+    assert_eq!(
+        connections.0, connections.1,
+        "a paused pipeline holds no connection"
+    );
+
+    let (status, resumed) = node.act("resume").await;
+    assert_eq!(status, StatusCode::OK, "{resumed}");
+    assert_eq!(resumed["state"], "running");
+    let (status, twice) = node.act("resume").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{twice}");
+    node.caught_up().await;
+    // It resumed from its stored position: nothing again.
+    assert_eq!(node.delivered_once(), rows);
+
+    let (status, report) = node.act("rollback").await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(report["to"], blue.as_str());
+    assert_eq!(node.status().await["module"]["digest"], blue.as_str());
+
+    let (status, _) = node
+        .call(
+            Method::DELETE,
+            "/v1/tenants/acme/pipelines/deals",
+            ACME,
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, gone) = node.get("/v1/tenants/acme/pipelines/deals", ACME).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{gone}");
+    let (_, listed) = node.get("/v1/tenants/acme/pipelines", ACME).await;
+    assert_eq!(listed, json!([]));
+
+    // Created again under the same name, it resumes from the stored position.
+    let (status, created) = node.create(&green).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    node.caught_up().await;
+    assert_eq!(node.delivered_once(), rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_that_fails_on_a_sample_or_names_an_unknown_module_changes_nothing() {
+    let node = Node::start();
+    let blue = node.upload("blue", tagged("blue")).await;
+    node.create(&blue).await;
+    node.caught_up().await;
+    let (status, refused) = node
+        .json(
+            Method::POST,
+            "/v1/tenants/acme/pipelines/deals/deploy",
+            ACME,
+            json!({ "module": "0".repeat(64) }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+    let (status, same) = node
+        .json(
+            Method::POST,
+            "/v1/tenants/acme/pipelines/deals/deploy",
+            ACME,
+            json!({ "module": blue }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{same}");
+    let (status, nothing_before) = node.act("rollback").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{nothing_before}");
+    let unchanged = node.status().await;
+    assert_eq!(unchanged["module"]["digest"], blue.as_str());
+    assert_eq!(unchanged["state"], "running");
+    assert!(unchanged["last_swap"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_is_refused_to_a_caller_without_the_right_to_make_it() {
+    let node = Node::start();
+    let blue = node.upload("blue", tagged("blue")).await;
+    node.create(&blue).await;
+
+    // Another tenant's token, on every call of acme's pipeline.
+    for (method, action) in [
+        (Method::GET, ""),
+        (Method::DELETE, ""),
+        (Method::POST, "/pause"),
+        (Method::POST, "/resume"),
+        (Method::POST, "/rollback"),
+        (Method::GET, "/logs"),
+        (Method::GET, "/history"),
+        (Method::GET, "/dead-letters"),
+    ] {
+        let path = format!("/v1/tenants/acme/pipelines/deals{action}");
+        let (status, body) = node
+            .call(method.clone(), &path, GLOBEX, Body::empty())
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
+        assert_eq!(body["error"], "This token may not act for tenant acme.");
+    }
+    let (status, _) = node
+        .json(
+            Method::POST,
+            "/v1/tenants/acme/pipelines/deals/deploy",
+            GLOBEX,
+            json!({ "module": blue }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    for path in [
+        "/v1/tenants/acme/modules",
+        "/v1/tenants/acme",
+        "/v1/tenants/acme/history",
+    ] {
+        let (status, _) = node.get(path, GLOBEX).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
+    }
+
+    // Operator-only calls, each refusal saying what was refused.
+    for (method, path, refused) in [
+        (Method::GET, "/v1/tenants", "list tenants"),
+        (Method::GET, "/v1/host", "see the host's figures"),
+        (
+            Method::GET,
+            "/v1/cluster",
+            "see the node's part in its cluster",
+        ),
+        (Method::GET, "/metrics", "read every tenant's metrics"),
+        (Method::PUT, "/v1/tenants/initech", "add or change tenants"),
+        (Method::DELETE, "/v1/tenants/globex", "remove tenants"),
+    ] {
+        let (status, body) = node.json(method.clone(), path, ACME, json!({})).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
+        assert_eq!(
+            body["error"],
+            format!("Only the operator's token may {refused}.")
+        );
+    }
+
+    // The operator acts for every tenant; a wrong token for nobody.
+    let (status, body) = node.get("/v1/tenants/acme/pipelines/deals", OPERATOR).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = node
+        .get("/v1/tenants/acme/pipelines/deals", "wrong-token-0123456789")
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, tenants) = node.get("/v1/tenants", OPERATOR).await;
+    assert_eq!(status, StatusCode::OK, "{tenants}");
+    assert_eq!(tenants.as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_on_a_table_outside_the_tenants_prefixes_or_of_an_unknown_module_is_refused() {
+    let node = Node::start();
+    let path = "/v1/tenants/globex/modules?name=blue";
+    let (status, module) = node
+        .call(Method::POST, path, GLOBEX, Body::from(tagged("blue")))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{module}");
+    let config = format!(
+        "[source]\ntable = \"{}\"\n\n[sink]\ntopic = \"deals\"\n",
+        table().display()
+    );
+    let create = |module: Value| {
+        node.json(
+            Method::PUT,
+            "/v1/tenants/globex/pipelines/deals",
+            GLOBEX,
+            json!({ "config": config, "module": module }),
+        )
+    };
+    let (status, body) = create(module["digest"].clone()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("/data/globex/"),
+        "{body}"
+    );
+    let (status, body) = create(json!("0".repeat(64))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(node.sink.seen().committed.is_empty());
+    let (_, listed) = node.get("/v1/tenants/globex/pipelines", GLOBEX).await;
+    assert_eq!(listed, json!([]));
+}
