@@ -3,8 +3,9 @@
 
 use std::fmt::Write as _;
 
+use crate::number::{format_decimal, write_java_double};
 use crate::time::{push_date, push_timestamp_micros, push_timestamp_ntz_micros};
-use crate::value::{Value, format_decimal};
+use crate::value::Value;
 
 /// A field name as JSON (quoted, escaped, with its colon), written once for objects
 /// that have the same fields row after row.
@@ -91,7 +92,9 @@ pub fn write_json_value(buf: &mut String, value: &Value<'_>) {
         Value::Null => buf.push_str("null"),
         Value::Boolean(b) => buf.push_str(if *b { "true" } else { "false" }),
         Value::Int(i) => push_integer(buf, *i),
-        Value::Float(f) => write_float(buf, *f),
+        // Spark writes NaN and the infinities as strings.
+        Value::Float(f) if !f.is_finite() => quoted(buf, |buf| write_java_double(buf, *f)),
+        Value::Float(f) => write_java_double(buf, *f),
         Value::Str(s) => write_json_string(buf, s),
         Value::Decimal(unscaled, scale) => buf.push_str(&format_decimal(*unscaled, *scale)),
         Value::Bytes(b) => {
@@ -112,34 +115,6 @@ fn quoted(buf: &mut String, write: impl FnOnce(&mut String)) {
     buf.push('"');
     write(buf);
     buf.push('"');
-}
-
-/// Writes a double as Java prints it (`1.0`, `1.0E10`); NaN and infinities as
-/// strings, as Spark does.
-pub(crate) fn write_float(buf: &mut String, f: f64) {
-    if !f.is_finite() {
-        let name = if f.is_nan() {
-            "NaN"
-        } else if f > 0.0 {
-            "Infinity"
-        } else {
-            "-Infinity"
-        };
-        write_json_string(buf, name);
-    } else if f.fract() == 0.0 && f.abs() < 1e7 {
-        let _ = write!(buf, "{f:.1}");
-    } else if f.abs() >= 1e7 {
-        let text = format!("{f:E}");
-        let (mantissa, exponent) = text.split_once('E').unwrap_or((&text, "0"));
-        let mantissa = if mantissa.contains('.') {
-            mantissa.to_string()
-        } else {
-            format!("{mantissa}.0")
-        };
-        let _ = write!(buf, "{mantissa}E{exponent}");
-    } else {
-        let _ = write!(buf, "{f}");
-    }
 }
 
 /// Writes `s` as a JSON string literal.

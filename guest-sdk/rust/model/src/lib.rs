@@ -10,6 +10,7 @@
 mod column;
 pub mod helpers;
 mod json;
+mod number;
 mod packed;
 mod text;
 mod time;

@@ -1,5 +1,7 @@
 //! One value of a change row, and the change type.
 
+use crate::number::{format_decimal, write_java_double};
+
 /// What happened to a row, as Delta's `_change_type` column says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChangeType {
@@ -77,8 +79,8 @@ impl Value<'_> {
             Value::Int(i) => i.to_string(),
             Value::Float(f) => {
                 let mut text = String::new();
-                crate::json::write_float(&mut text, *f);
-                text.trim_matches('"').to_string()
+                write_java_double(&mut text, *f);
+                text
             }
             Value::Str(s) => (*s).to_string(),
             Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
@@ -91,31 +93,9 @@ impl Value<'_> {
     }
 }
 
-/// Renders an unscaled decimal with its scale, as `12.50`.
-pub(crate) fn format_decimal(unscaled: i128, scale: i8) -> String {
-    if scale <= 0 {
-        let zeros = "0".repeat(usize::from(scale.unsigned_abs()));
-        return format!("{unscaled}{zeros}");
-    }
-    let digits = unscaled.unsigned_abs().to_string();
-    let scale = usize::from(scale.unsigned_abs());
-    let digits = format!("{digits:0>width$}", width = scale + 1);
-    let (whole, fraction) = digits.split_at(digits.len() - scale);
-    let sign = if unscaled < 0 { "-" } else { "" };
-    format!("{sign}{whole}.{fraction}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decimals_keep_their_scale() {
-        assert_eq!(format_decimal(1250, 2), "12.50");
-        assert_eq!(format_decimal(-5, 3), "-0.005");
-        assert_eq!(format_decimal(7, 0), "7");
-        assert_eq!(format_decimal(7, -2), "700");
-    }
 
     #[test]
     fn change_types_round_trip() {
