@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::topic::SharedTopic;
+
 /// `[cluster]`: run as one node of a cluster of `sluice serve` processes that share the
 /// pipelines through Kafka. Without it a node runs alone with its state on local disk.
 #[derive(Clone, Debug, Deserialize)]
@@ -58,12 +60,12 @@ impl ClusterConfig {
 
     /// The compacted topic every node reads as the shared state.
     pub fn state_topic(&self) -> String {
-        self.shared_topic(crate::SharedTopic::State)
+        self.shared_topic(SharedTopic::State)
     }
 
     /// One of the compacted topics every node reads (`sluice-cluster-<name>-state`,
     /// `-status`).
-    pub fn shared_topic(&self, shared: crate::SharedTopic) -> String {
+    pub fn shared_topic(&self, shared: SharedTopic) -> String {
         format!("sluice-cluster-{}-{}", self.name, shared.name())
     }
 

@@ -22,9 +22,11 @@ mod error;
 mod log;
 mod membership;
 mod slot;
+mod topic;
 
 pub use config::ClusterConfig;
 pub use error::ClusterError;
-pub use log::{SharedTopic, StateLog, StateRecord};
+pub use log::{StateLog, StateRecord};
 pub use membership::{Membership, SlotChange};
 pub use slot::slot_of;
+pub use topic::SharedTopic;

@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::config::ClusterConfig;
 use crate::error::ClusterError;
+use crate::topic::SharedTopic;
 
 /// Longest the cluster's topics take to answer before a start-up gives up.
 const ANSWER_WAIT: Duration = Duration::from_secs(30);
@@ -31,25 +32,6 @@ pub struct StateRecord {
     pub value: Option<Vec<u8>>,
     /// Its offset in the topic: records are applied in this order on every node.
     pub offset: i64,
-}
-
-/// Which of the cluster's shared topics a [`StateLog`] reads and writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SharedTopic {
-    /// What the operator and tenants asked for: tenants, modules, pipeline definitions.
-    State,
-    /// What the nodes report: which node runs each pipeline, where it is, how fast.
-    Status,
-}
-
-impl SharedTopic {
-    /// The topic's part in its name, and its name in messages.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            SharedTopic::State => "state",
-            SharedTopic::Status => "status",
-        }
-    }
 }
 
 /// One of the cluster's compacted topics: writes go to Kafka, and every record anyone
