@@ -14,19 +14,11 @@ use delta_kernel::table_changes::TableChanges;
 use delta_kernel::{Engine, EngineData, KernelError};
 use url::Url;
 
+use crate::batch::ChangeBatch;
 use crate::coalesce::coalesce;
 use crate::error::{SourceError, kernel_error};
 use crate::schema_change::{SharedSchemaMemory, check_schema_change, table_columns};
 use sluice_position::Position;
-
-/// A batch of change rows and the position right after its last row.
-#[derive(Debug)]
-pub struct ChangeBatch {
-    /// Data columns plus `_change_type`, `_commit_version` and `_commit_timestamp`.
-    pub batch: RecordBatch,
-    /// Where reading continues after this batch.
-    pub end: Position,
-}
 
 /// What a read of the change feed needs of its table.
 pub(crate) struct Reading {

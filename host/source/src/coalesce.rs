@@ -3,7 +3,7 @@
 
 use delta_kernel::arrow::compute::concat_batches;
 
-use crate::changes::ChangeBatch;
+use crate::batch::ChangeBatch;
 use crate::error::SourceError;
 
 /// Batches of `inner` joined while they belong to one version (and one snapshot or

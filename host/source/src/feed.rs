@@ -13,10 +13,12 @@ use delta_kernel_default_engine::executor::TaskExecutor;
 use delta_kernel_default_engine::executor::tokio::TokioMultiThreadExecutor;
 use url::Url;
 
-use crate::changes::{ChangeBatch, Reading};
+use crate::batch::ChangeBatch;
+use crate::changes::Reading;
 use crate::error::{SourceError, kernel_error};
 use crate::schema_change::{Preceded, SharedSchemaMemory};
-use crate::storage::{StorageMetrics, StoreKind, open_store, store_kind};
+use crate::storage::{StorageMetrics, open_store};
+use crate::store_kind::{StoreKind, store_kind};
 use crate::vended::VendedCredentials;
 use sluice_catalog::{Catalog, TableName};
 use sluice_position::Position;

@@ -10,7 +10,7 @@ use delta_kernel::engine::arrow_data::ArrowEngineData;
 use delta_kernel::scan::state::{ScanFile, transform_to_logical};
 use delta_kernel::{Engine, FileMeta, KernelError, Snapshot};
 
-use crate::changes::ChangeBatch;
+use crate::batch::ChangeBatch;
 use crate::coalesce::coalesce;
 use crate::error::SourceError;
 use crate::error::kernel_error;

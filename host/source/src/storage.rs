@@ -20,14 +20,14 @@ use delta_kernel::object_store::local::LocalFileSystem;
 use delta_kernel::object_store::path::Path as ObjectPath;
 use delta_kernel::object_store::{
     ClientOptions, CopyOptions, DynObjectStore, GetOptions, GetResult, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, ObjectStoreScheme, PutMultipartOptions, PutOptions, PutPayload,
-    PutResult,
+    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 use delta_kernel_default_engine::storage::store_from_url_opts;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use url::Url;
 
 use crate::error::{SourceError, kernel_error};
+use crate::store_kind::{StoreKind, store_kind};
 use crate::vended::{ForAzure, ForGcs, ForS3, VendedCredentials};
 
 /// Requests a table's store was sent, and those that failed (a transport error, a
@@ -50,33 +50,6 @@ impl StorageMetrics {
     }
 }
 
-/// The kind of store a table is in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreKind {
-    /// A local file system.
-    Local,
-    /// Amazon S3 or an S3-compatible store.
-    S3,
-    /// Azure Blob Storage or ADLS Gen2.
-    Azure,
-    /// Google Cloud Storage.
-    Gcs,
-    /// Another store the object store crate knows (HTTP, in memory).
-    Other,
-}
-
-impl fmt::Display for StoreKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StoreKind::Local => "local file system",
-            StoreKind::S3 => "S3",
-            StoreKind::Azure => "Azure Blob Storage",
-            StoreKind::Gcs => "Google Cloud Storage",
-            StoreKind::Other => "object store",
-        })
-    }
-}
-
 /// A table's store, opened.
 pub(crate) struct OpenedStore {
     pub store: Arc<DynObjectStore>,
@@ -90,21 +63,6 @@ struct StoreOption {
     key: String,
     value: String,
     from_environment: Option<String>,
-}
-
-/// The kind of store `url` names.
-pub(crate) fn store_kind(table: &str, url: &Url) -> Result<StoreKind, SourceError> {
-    let (scheme, _) = ObjectStoreScheme::parse(url).map_err(|e| SourceError::InvalidLocation {
-        table: table.to_string(),
-        reason: e.to_string(),
-    })?;
-    Ok(match scheme {
-        ObjectStoreScheme::Local => StoreKind::Local,
-        ObjectStoreScheme::AmazonS3 => StoreKind::S3,
-        ObjectStoreScheme::MicrosoftAzure => StoreKind::Azure,
-        ObjectStoreScheme::GoogleCloudStorage => StoreKind::Gcs,
-        _ => StoreKind::Other,
-    })
 }
 
 /// Opens the store of `url` with the `configured` options and, for cloud stores, the

@@ -15,7 +15,7 @@ use sluice_catalog::{
     Catalog, CatalogError, CatalogTable, StorageCredentials, TemporaryCredentials,
 };
 
-use crate::storage::StoreKind;
+use crate::store_kind::StoreKind;
 
 /// Credentials are renewed when less than this is left of them (or less than half of
 /// their life, for short-lived ones).
