@@ -19,20 +19,10 @@ use arrow_schema::{DataType, TimeUnit};
 use serde_json::{Value as Json, json};
 
 use crate::fields::{self, SourceField};
+use crate::names::{avro_name, full_name};
+use crate::wire::{write_bytes, write_long};
 use sluice_model::helpers::HelperError;
 use sluice_model::{Column, Value};
-
-/// Avro record and field names: letters, digits and `_`, not starting with a digit.
-pub(crate) fn avro_name(name: &str) -> String {
-    let mut out: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
-        out.insert(0, '_');
-    }
-    out
-}
 
 /// Named types already used in one schema: Avro wants each record name once.
 #[derive(Default)]
@@ -400,22 +390,6 @@ fn timestamp_micros(array: &ArrayRef, unit: TimeUnit, row: usize) -> i64 {
     }
 }
 
-/// Avro's `long`: zig-zag, then 7 bits a byte, low bits first.
-pub(crate) fn write_long(out: &mut Vec<u8>, value: i64) {
-    let mut n = ((value << 1) ^ (value >> 63)) as u64;
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-/// Avro's `bytes` and `string`: the length, then the bytes.
-pub(crate) fn write_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    write_long(out, bytes.len() as i64);
-    out.extend_from_slice(bytes);
-}
-
 /// The big-endian two's-complement bytes of `value`, as few as keep its sign: the
 /// whole buffer and where they start in it.
 fn minimal_twos_complement(value: i128) -> ([u8; 16], usize) {
@@ -462,7 +436,7 @@ fn inline_references(
         Json::String(name) if !PRIMITIVES.contains(&name.as_str()) => {
             let full = match name.contains('.') {
                 true => name.clone(),
-                false => crate::format::full_name(namespace, name),
+                false => full_name(namespace, name),
             };
             match defined.get(&full).or_else(|| defined.get(name)) {
                 Some(definition) if !open.contains(&full) => definition.clone(),
@@ -487,8 +461,8 @@ fn inline_references(
                         .unwrap_or_default();
                     let full = match (name.contains('.'), object.get("namespace")) {
                         (true, _) => name.to_string(),
-                        (false, Some(Json::String(own))) => crate::format::full_name(own, name),
-                        (false, _) => crate::format::full_name(namespace, name),
+                        (false, Some(Json::String(own))) => full_name(own, name),
+                        (false, _) => full_name(namespace, name),
                     };
                     let own = full.rsplit_once('.').map_or("", |(ns, _)| ns).to_string();
                     open.push(full.clone());
@@ -571,7 +545,7 @@ pub(crate) fn full_name_of(schema: &Json) -> String {
                 .and_then(Json::as_str)
                 .unwrap_or_default();
             match object.get("namespace").and_then(Json::as_str) {
-                Some(namespace) if !name.contains('.') => crate::format::full_name(namespace, name),
+                Some(namespace) if !name.contains('.') => full_name(namespace, name),
                 _ => name.to_string(),
             }
         }

@@ -24,9 +24,11 @@ use serde_json::{Value as Json, json};
 use sluice_model::helpers::{COMMIT_TIMESTAMP, COMMIT_VERSION, HelperError};
 use sluice_model::{Column, Value, write_json_string};
 
-use crate::avro::{Names, write_bytes, write_long};
+use crate::avro::Names;
 use crate::format::{Format, ValueFormat};
+use crate::names::full_name;
 use crate::row_writer::RowWriter;
+use crate::wire::{write_bytes, write_long};
 
 /// Schema metadata the pipeline puts on a batch of an initial snapshot, whose rows
 /// become `r` events.
@@ -311,7 +313,7 @@ pub(crate) fn avro_schema(format: &Format, row: Json, names: &mut Names) -> Json
             optional("ts_ns", json!("long")),
         ],
         "connect.version": 2,
-        "connect.name": crate::format::full_name(&format.namespace, &envelope),
+        "connect.name": full_name(&format.namespace, &envelope),
     })
 }
 

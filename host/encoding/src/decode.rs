@@ -9,6 +9,7 @@ use serde_json::{Map, Value as Json};
 use sluice_model::{Value, write_json_value};
 
 use crate::framing::{FRAME_LEN, SchemaKind, WriterSchema};
+use crate::names::full_name;
 use crate::protobuf::ProtobufSchema;
 
 /// Decodes `framed` (Confluent's 5-byte header, then the payload) written with
@@ -192,7 +193,7 @@ fn full_and_namespace(object: &Map<String, Json>, enclosing: &str) -> (String, S
         .unwrap_or_default();
     let full = match name.contains('.') {
         true => name.to_string(),
-        false => crate::format::full_name(namespace, name),
+        false => full_name(namespace, name),
     };
     (full, namespace.to_string())
 }
@@ -325,7 +326,7 @@ impl<'a> AvroReader<'a> {
             reference => {
                 let names = self.names;
                 let (defined, defined_in) = names
-                    .get(&crate::format::full_name(namespace, reference))
+                    .get(&full_name(namespace, reference))
                     .or_else(|| names.get(reference))
                     .ok_or_else(|| format!("the schema does not define the type {reference}"))?;
                 self.read(defined, defined_in)?

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::names::{avro_name, full_name};
 use crate::protobuf::ProtobufSchema;
 use crate::supplied::SuppliedSchema;
 
@@ -119,29 +120,6 @@ impl Format {
     }
 }
 
-/// Why `name` cannot be an Avro name (letters, digits and `_`, not starting with a
-/// digit), or `None`; a namespace (`dotted`) is such names joined by dots.
-pub fn invalid_avro_name(name: &str, dotted: bool) -> Option<String> {
-    let valid = |part: &str| {
-        part.chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    };
-    let ok = if dotted {
-        name.is_empty() || name.split('.').all(valid)
-    } else {
-        valid(name)
-    };
-    (!ok).then(|| {
-        format!(
-            "`{name}` is not an Avro {}: use letters, digits and `_`, not starting with a digit{}",
-            if dotted { "namespace" } else { "name" },
-            if dotted { ", parts joined by dots" } else { "" }
-        )
-    })
-}
-
 /// The namespace of a Debezium envelope's records when the pipeline names none:
 /// `<pipeline>.delta.<table>`, as Debezium's are `<topic.prefix>.<db>.<table>` (the
 /// pipeline is `source.name`, `delta` is `source.db`, the table is the last segment of
@@ -149,18 +127,7 @@ pub fn invalid_avro_name(name: &str, dotted: bool) -> Option<String> {
 pub fn debezium_namespace(pipeline: &str, table: &str) -> String {
     let table = table.trim_end_matches('/');
     let table = table.rsplit(['/', '\\']).next().unwrap_or(table);
-    [pipeline, "delta", table]
-        .map(crate::avro::avro_name)
-        .join(".")
-}
-
-/// `namespace.name`, or `name` without a namespace.
-pub(crate) fn full_name(namespace: &str, name: &str) -> String {
-    if namespace.is_empty() {
-        name.to_string()
-    } else {
-        format!("{namespace}.{name}")
-    }
+    [pipeline, "delta", table].map(avro_name).join(".")
 }
 
 impl Default for Format {
@@ -183,6 +150,7 @@ impl Default for Format {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::invalid_avro_name;
 
     #[test]
     fn a_debezium_namespace_is_the_pipeline_delta_and_the_tables_name() {

@@ -16,12 +16,14 @@ mod fields;
 mod format;
 mod framing;
 mod json_schema;
+mod names;
 mod own;
 mod protobuf;
 mod row_writer;
 mod rows;
 mod supplied;
 mod unframed;
+mod wire;
 
 use std::sync::Arc;
 
@@ -30,10 +32,11 @@ use sluice_model::helpers::{EncodeSpec, HelperError, RecordSink};
 
 pub use debezium::SNAPSHOT_METADATA;
 pub use decode::decode;
-pub use format::{Envelope, Format, KeyFormat, ValueFormat, debezium_namespace, invalid_avro_name};
+pub use format::{Envelope, Format, KeyFormat, ValueFormat, debezium_namespace};
 pub use framing::{
     FRAME_LEN, Framed, SchemaKind, SchemaReference, SubjectStrategy, WriterSchema, write_id,
 };
+pub use names::invalid_avro_name;
 pub use own::OwnSchema;
 pub use protobuf::ProtobufSchema;
 pub use supplied::SuppliedSchema;

@@ -8,6 +8,7 @@ use serde_json::Value as Json;
 
 use crate::decode::{AvroSchema, check_json, check_protobuf};
 use crate::framing::{FRAME_LEN, SchemaKind, WriterSchema};
+use crate::names::full_name;
 use crate::protobuf::ProtobufSchema;
 
 /// A module's schema, ready to frame payloads.
@@ -98,7 +99,7 @@ fn avro_name(schema: &Json) -> Option<String> {
             let name = object.get("name").and_then(Json::as_str);
             match (object.get("namespace").and_then(Json::as_str), name) {
                 (Some(namespace), Some(name)) if !name.contains('.') => {
-                    Some(crate::format::full_name(namespace, name))
+                    Some(full_name(namespace, name))
                 }
                 (_, Some(name)) => Some(name.to_string()),
                 (_, None) => object

@@ -20,6 +20,7 @@ use sluice_model::{Column, Value};
 
 use crate::fields::{self, SourceField};
 use crate::framing::{SchemaKind, SchemaReference, WriterSchema};
+use crate::wire::write_long;
 
 /// A message of a supplied `.proto` file that values are written as.
 #[derive(Clone, Debug)]
@@ -146,9 +147,9 @@ impl ProtobufSchema {
             out.push(0);
             return out;
         }
-        crate::avro::write_long(&mut out, path.len() as i64);
+        write_long(&mut out, path.len() as i64);
         for index in path {
-            crate::avro::write_long(&mut out, index);
+            write_long(&mut out, index);
         }
         out
     }

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde_json::Value as Json;
 
+use crate::names::full_name;
+
 /// A value schema the user supplies, registered as written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SuppliedSchema {
@@ -29,9 +31,7 @@ impl SuppliedSchema {
         }
         let name = match (json["namespace"].as_str(), json["name"].as_str()) {
             (_, None) => return Err(format!("the Avro schema {shown} has no record name")),
-            (Some(namespace), Some(name)) if !name.contains('.') => {
-                crate::format::full_name(namespace, name)
-            }
+            (Some(namespace), Some(name)) if !name.contains('.') => full_name(namespace, name),
             (_, Some(name)) => name.to_string(),
         };
         Ok(SuppliedSchema {
