@@ -42,7 +42,10 @@
 //! [`Output::records`]. Natively the helpers run the host's own implementation and
 //! [`log`] writes to stderr.
 
+mod abi;
 mod batch;
+mod decode;
+mod error;
 mod framing;
 #[doc(hidden)]
 pub mod guest;
@@ -52,8 +55,9 @@ mod params;
 
 pub use arrow_array;
 pub use batch::{Batch, BatchBuilder, Row};
+pub use error::Error;
 pub use framing::{Framing, OwnSchema, SchemaKind};
-pub use output::{Error, Output};
+pub use output::Output;
 pub use params::Params;
 pub use sluice_model::helpers::{
     Comparison, EncodeSpec, FieldValue, Predicate, Scalar, ValueEncoding,
@@ -88,7 +92,7 @@ macro_rules! export {
             struct SluiceGuest;
 
             ::std::thread_local! {
-                static STATE: ::std::cell::RefCell<::std::option::Option<($ty, $crate::guest::Input)>> =
+                static STATE: ::std::cell::RefCell<::std::option::Option<$crate::guest::Instance<$ty>>> =
                     const { ::std::cell::RefCell::new(::std::option::Option::None) };
             }
 

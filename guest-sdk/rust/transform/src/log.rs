@@ -3,6 +3,10 @@
 //! The host rate-limits them and reports how many it dropped. Natively (unit tests)
 //! they go to stderr.
 
+use sluice_transform_sys::sluice::transform::types as wit;
+
+use crate::abi;
+
 /// How loud a message is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Level {
@@ -20,7 +24,18 @@ pub enum Level {
 
 /// Writes `message` at `level`.
 pub fn log(level: Level, message: &str) {
-    crate::guest::log(level, message);
+    if cfg!(target_arch = "wasm32") {
+        let level = match level {
+            Level::Trace => wit::LogLevel::Trace,
+            Level::Debug => wit::LogLevel::Debug,
+            Level::Info => wit::LogLevel::Info,
+            Level::Warn => wit::LogLevel::Warn,
+            Level::Error => wit::LogLevel::Error,
+        };
+        abi::log(level, message);
+    } else {
+        eprintln!("[{level:?}] {message}");
+    }
 }
 
 /// Writes `message` at debug level.

@@ -2,11 +2,11 @@
 
 use std::collections::HashSet;
 
-use sluice_model::helpers::HelperError;
 use sluice_model::{PackedRecords, Record};
 
 use crate::EncodeSpec;
 use crate::batch::{Batch, Row};
+use crate::error::{Error, helpers_error};
 use crate::framing::Framing;
 
 /// Records packed together, framed by the host when they carry a [`Framing`].
@@ -112,8 +112,8 @@ impl Output {
         match (batch.guest(), batch.native()) {
             (Some(handle), _) => {
                 // Keep the records in emission order: what was packed so far goes first.
-                for run in self.take_runs() {
-                    handle.emit_run(run);
+                for (packed, framing) in self.take_runs() {
+                    handle.emit_run(packed, framing);
                 }
                 handle.emit_encoded(spec)
             }
@@ -150,46 +150,6 @@ impl Output {
     pub(crate) fn into_parts(mut self) -> (Vec<Run>, Vec<(u32, String)>) {
         (self.take_runs(), self.rejected)
     }
-}
-
-/// A failure a transform reports: one row, or the whole batch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Error {
-    /// One row could not be transformed; the batch's records are discarded. Use
-    /// [`Output::reject`] to fail a row and keep the others.
-    Row {
-        /// Index of the row within the batch.
-        row: u32,
-        /// Why, in a sentence.
-        message: String,
-    },
-    /// The batch as a whole could not be transformed.
-    Batch(String),
-}
-
-impl Error {
-    /// An error about one row.
-    pub fn row(row: u32, message: impl Into<String>) -> Error {
-        Error::Row {
-            row,
-            message: message.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Row { row, message } => write!(f, "row {row}: {message}"),
-            Error::Batch(message) => f.write_str(message),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-pub(crate) fn helpers_error(e: HelperError) -> Error {
-    Error::Batch(e.0)
 }
 
 #[cfg(test)]
