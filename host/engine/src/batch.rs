@@ -1,5 +1,5 @@
-//! The batch resource a version-1 module reads and emits through, and the host side
-//! of the contract's imports.
+//! The host side of the contract's imports: the methods of the batch resource a
+//! version-1 module reads and emits through, and the log.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use delta_kernel::arrow::ipc::writer::StreamWriter;
 use delta_kernel::arrow::record_batch::RecordBatch;
-use sluice_encoding::{Framed, OwnSchema};
+use sluice_encoding::{Framed, OwnSchema, SchemaKind};
 use sluice_model::helpers::{self as model, HelperError, RecordSink};
 use sluice_model::{ChangeType, PackedRecords, Record};
 use wasmtime::component::Resource;
@@ -20,64 +20,9 @@ use crate::budget::{
 use crate::contract::v1::sluice::transform::host;
 use crate::contract::v1::sluice::transform::types as wit;
 use crate::convert;
-use crate::instance::HostState;
 use crate::log::LogLevel as Level;
 use crate::sizes;
-
-/// One batch during a `transform` call, and what the module made of it.
-pub struct BatchState {
-    batch: RecordBatch,
-    pub(crate) records: Vec<Record>,
-    pub(crate) rejected: Vec<(u32, String)>,
-    /// Which rows were rejected (sized on the first rejection): one rejection per row.
-    rejected_rows: Vec<bool>,
-    /// The first contract violation in the module's output, reported after the call.
-    pub(crate) bad_output: Option<String>,
-    output: OutputBudget,
-    /// Records of helper calls whose keys or values wait for a schema id.
-    pub(crate) framed: Vec<Framed>,
-}
-
-impl BatchState {
-    pub(crate) fn new(batch: RecordBatch, max_output_bytes: usize) -> BatchState {
-        BatchState {
-            batch,
-            records: Vec::new(),
-            rejected: Vec::new(),
-            rejected_rows: Vec::new(),
-            bad_output: None,
-            output: OutputBudget::new(max_output_bytes),
-            framed: Vec::new(),
-        }
-    }
-
-    fn num_rows(&self) -> u32 {
-        self.batch.num_rows() as u32
-    }
-
-    /// What the host holds for the module's records and rejections.
-    #[cfg(test)]
-    pub(crate) fn held_output_bytes(&self) -> usize {
-        self.records.iter().map(record_bytes).sum::<usize>()
-            + self
-                .rejected
-                .iter()
-                .map(|(_, message)| rejection_bytes(message.len()))
-                .sum::<usize>()
-    }
-
-    fn fail(&mut self, message: String) {
-        self.bad_output.get_or_insert(message);
-    }
-
-    /// Refuses a list of row indexes longer than the batch.
-    fn check_rows(&self, call: &'static str, rows: usize) -> Result<(), HostLimitExceeded> {
-        let num_rows = self.batch.num_rows();
-        check_count(call, "row indexes", rows, num_rows, || {
-            format!("the batch has {num_rows} rows")
-        })
-    }
-}
+use crate::state::{BatchState, HostState};
 
 /// Records `emit-encoded` makes, charged to the batch's output budget and checked
 /// against the deadline one by one, so a costly spec stops as soon as it crosses.
@@ -137,6 +82,14 @@ fn wit_change_type(change: ChangeType) -> wit::ChangeType {
         ChangeType::UpdatePreimage => wit::ChangeType::UpdatePreimage,
         ChangeType::UpdatePostimage => wit::ChangeType::UpdatePostimage,
         ChangeType::Delete => wit::ChangeType::Delete,
+    }
+}
+
+fn schema_kind(kind: wit::SchemaKind) -> SchemaKind {
+    match kind {
+        wit::SchemaKind::Avro => SchemaKind::Avro,
+        wit::SchemaKind::JsonSchema => SchemaKind::Json,
+        wit::SchemaKind::Protobuf => SchemaKind::Protobuf,
     }
 }
 
@@ -473,8 +426,11 @@ impl host::HostBatch for HostState {
         if batch(self, &handle)?.bad_output.is_some() {
             return Ok(());
         }
-        let mut parse =
-            |schema: Option<wit::OwnSchema>| schema.map(|s| self.own_schemas.get(s)).transpose();
+        let mut parse = |schema: Option<wit::OwnSchema>| {
+            schema
+                .map(|s| self.own_schemas.get(schema_kind(s.kind), s.text, s.name))
+                .transpose()
+        };
         let schemas = parse(framing.key).and_then(|key| Ok((key, parse(framing.value)?)));
         let state = batch(self, &handle)?;
         let (key, value) = match schemas {

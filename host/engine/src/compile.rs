@@ -375,9 +375,19 @@ fn compile_to_file(request: &WorkerRequest) -> Result<(), WorkerError> {
         .map_err(|e| WorkerError::Io(format!("cannot write {}: {e}", request.output.display())))
 }
 
+/// The wasmtime settings every engine of Sluice and its compile workers share: a module
+/// compiled in a worker loads only into an engine with the same code generation.
+pub(crate) fn wasmtime_config(fuel_metering: bool) -> wasmtime::Config {
+    let mut wasm = wasmtime::Config::new();
+    wasm.wasm_component_model(true)
+        .epoch_interruption(true)
+        .consume_fuel(fuel_metering);
+    wasm
+}
+
 /// Compiles a component as an engine with these settings would, serialized.
 pub(crate) fn compile_serialized(bytes: &[u8], fuel_metering: bool) -> wasmtime::Result<Vec<u8>> {
-    let engine = wasmtime::Engine::new(&crate::module::wasmtime_config(fuel_metering))?;
+    let engine = wasmtime::Engine::new(&wasmtime_config(fuel_metering))?;
     engine.precompile_component(bytes)
 }
 

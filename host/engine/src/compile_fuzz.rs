@@ -9,7 +9,8 @@ use std::path::Path;
 use sluice_fuzzing::{Gen, fuzz};
 
 use crate::error::{CompileLimit, EngineError};
-use crate::module::{EngineConfig, InstanceLimits, TransformEngine};
+use crate::limits::InstanceLimits;
+use crate::module::{EngineConfig, TransformEngine};
 use crate::shape::ModuleShape;
 
 /// Limits small enough that generated components pass them often and fail them often.

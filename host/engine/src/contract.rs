@@ -13,7 +13,7 @@ pub const V0_1_EXPORT: &str = "sluice:transform/transformer@0.1.0";
 pub const TRANSFORMER_PREFIX: &str = "sluice:transform/transformer@";
 
 /// Bindings for `sluice:transform@1.1.0`, the batch resource backed by
-/// [`crate::batch::BatchState`]. They run 1.0.0 modules too: wasmtime resolves names
+/// [`crate::state::BatchState`]. They run 1.0.0 modules too: wasmtime resolves names
 /// semver-compatibly, so a 1.0.0 module's imports link to the 1.1.0 host (a superset)
 /// and its `transformer@1.0.0` export is found as 1.1.0's.
 pub mod v1 {
@@ -21,7 +21,7 @@ pub mod v1 {
         path: "../../wit/transform.wit",
         world: "transform",
         with: {
-            "sluice:transform/host.batch": crate::batch::BatchState,
+            "sluice:transform/host.batch": crate::state::BatchState,
         },
         imports: { default: trappable },
     });

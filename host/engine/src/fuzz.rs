@@ -16,12 +16,11 @@ use sluice_fuzzing::{Gen, fuzz};
 use sluice_model::helpers::{CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 use wasmtime::component::Resource;
 
-use crate::batch::BatchState;
 use crate::budget::HostLimitExceeded;
 use crate::contract::v1::sluice::transform::host::{Host, HostBatch};
 use crate::contract::v1::sluice::transform::types as wit;
-use crate::instance::HostState;
-use crate::module::InstanceLimits;
+use crate::limits::InstanceLimits;
+use crate::state::{BatchState, HostState};
 
 const ROWS: usize = 40;
 const OUTPUT_CAP: usize = 64 * 1024;

@@ -6,92 +6,16 @@ use delta_kernel::arrow::record_batch::RecordBatch;
 use sluice_encoding::{Format, Framed};
 use sluice_model::Record;
 use wasmtime::Store;
-use wasmtime::component::{Resource, ResourceTable, ResourceTableError};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime::component::{Resource, ResourceTableError};
 
-use crate::batch::BatchState;
-use crate::budget::{
-    CallDeadline, HostLimitExceeded, MAX_MESSAGE_BYTES, OutputBudget, record_bytes, truncated,
-};
+use crate::budget::{HostLimitExceeded, MAX_MESSAGE_BYTES, OutputBudget, record_bytes, truncated};
 use crate::contract::{v0_1, v1};
 use crate::convert;
 use crate::error::{EngineError, TransformError, TrapKind};
-use crate::limits::{Limiter, MemoryCapExceeded, TableCapExceeded};
-use crate::log::ModuleLog;
-use crate::module::{InstanceLimits, LogTap, ModulePre};
-use crate::own_schemas::OwnSchemas;
-use crate::wasi::{SinceStart, StderrTail, WaitLimit, Waits};
-
-/// Most resources (WASI streams, pollables) and component handles one instance may hold
-/// at once: far above what a transform uses, far below what would cost the host much.
-const MAX_HANDLES: usize = 10_000;
-
-/// What a store holds for its instance: its limits, its log, the resources it was
-/// lent, and a WASI context that grants nothing.
-pub(crate) struct HostState {
-    pub(crate) limiter: Limiter,
-    /// When the current call must end; host calls check it as they work.
-    pub(crate) deadline: CallDeadline,
-    pub(crate) table: ResourceTable,
-    pub(crate) log: ModuleLog,
-    /// How the helpers write records (`emit-encoded`).
-    pub(crate) format: Arc<Format>,
-    /// The schemas the module framed its own bytes with (`emit-framed`).
-    pub(crate) own_schemas: OwnSchemas,
-    wasi: WasiCtx,
-    stderr: StderrTail,
-    clock: SinceStart,
-    /// The deadline, as the module's waits in WASI see it.
-    wait_limit: WaitLimit,
-}
-
-impl HostState {
-    /// The state of a new instance of `module` under `config`.
-    pub(crate) fn new(
-        config: &InstanceLimits,
-        module: &str,
-        log_tap: Option<LogTap>,
-        format: Arc<Format>,
-    ) -> HostState {
-        let (wasi, stderr, clock) = crate::wasi::sealed();
-        let mut table = ResourceTable::new();
-        table.set_max_capacity(MAX_HANDLES);
-        let deadline = CallDeadline::starting_now(config.batch_deadline);
-        HostState {
-            limiter: Limiter::new(config.memory_limit_bytes),
-            deadline,
-            table,
-            log: ModuleLog::new(module, config.log_messages_per_second, log_tap),
-            format,
-            own_schemas: OwnSchemas::default(),
-            wasi,
-            stderr,
-            clock,
-            wait_limit: WaitLimit::new(deadline.at()),
-        }
-    }
-
-    /// Starts the deadline of a call.
-    fn arm_deadline(&mut self, timeout: std::time::Duration) {
-        self.deadline = CallDeadline::starting_now(timeout);
-        self.wait_limit.set(self.deadline.at());
-    }
-}
-
-impl Waits for HostState {
-    fn waits(&mut self) -> (&mut ResourceTable, WaitLimit, SinceStart) {
-        (&mut self.table, self.wait_limit.clone(), self.clock)
-    }
-}
-
-impl WasiView for HostState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
+use crate::limits::{InstanceLimits, MAX_HANDLES, MemoryCapExceeded, TableCapExceeded};
+use crate::log::LogTap;
+use crate::state::{BatchState, HostState};
+use crate::wasi::StderrTail;
 
 /// A record a transform made.
 pub type OutputRecord = Record;
@@ -115,6 +39,12 @@ pub struct BatchOutput {
     pub framed: Vec<Framed>,
     /// The rows it rejected, in the order it rejected them.
     pub rejected: Vec<RejectedRow>,
+}
+
+/// A checked component, linked and ready to instantiate.
+pub(crate) enum ModulePre {
+    V1(v1::TransformPre<HostState>),
+    V0_1(v0_1::TransformPre<HostState>),
 }
 
 enum Bindings {

@@ -28,6 +28,7 @@ mod module;
 mod own_schemas;
 mod shape;
 mod sizes;
+mod state;
 mod wasi;
 
 pub use compile::{
@@ -37,10 +38,9 @@ pub use compile::{
 pub use error::{CompileLimit, EngineError, TransformError, TrapKind};
 pub use instance::{BatchOutput, OutputRecord, RejectedRow, TransformInstance};
 pub use language::source_language;
-pub use log::LogLevel;
-pub use module::{
-    Contract, EngineConfig, InstanceLimits, LogTap, TransformEngine, TransformModule,
-};
+pub use limits::InstanceLimits;
+pub use log::{LogLevel, LogTap};
+pub use module::{Contract, EngineConfig, TransformEngine, TransformModule};
 pub use shape::{ModuleShape, ShapeExcess};
 pub use sluice_encoding::{Format, Framed};
 

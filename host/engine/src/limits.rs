@@ -1,9 +1,63 @@
-//! What one instance may use: memory (with its peak recorded, to recycle instances
-//! that grew), tables counted as the bytes they take against the same cap, and how
-//! many core instances, tables and memories it may create. Instantiation is charged
-//! too: initial sizes pass through the same checks as growth.
+//! What one instance may use: the limits a module's instances run under, and the
+//! store's limiter that holds it to them: memory (with its peak recorded, to recycle
+//! instances that grew), tables counted as the bytes they take against the same cap,
+//! and how many core instances, tables and memories it may create. Instantiation is
+//! charged too: initial sizes pass through the same checks as growth.
+
+use std::time::Duration;
 
 use wasmtime::ResourceLimiter;
+
+use crate::compile::CompileBudget;
+
+/// How often the engine's epoch advances; deadlines are counted in these ticks.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Most resources (WASI streams, pollables) and component handles one instance may hold
+/// at once: far above what a transform uses, far below what would cost the host much.
+pub(crate) const MAX_HANDLES: usize = 10_000;
+
+/// The limits one module's instances run under. Each module loaded into an engine
+/// may have its own (a service hosts many tenants' modules in one engine).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceLimits {
+    /// Most linear memory one instance may grow to, in bytes.
+    pub memory_limit_bytes: usize,
+    /// Longest one `init` or `transform` call may run before it is interrupted.
+    pub batch_deadline: Duration,
+    /// Fuel (roughly, Wasm instructions) one call may use; unlimited when `None`.
+    /// Deterministic, unlike the deadline, at a cost of about 10-15% speed; needs an
+    /// engine with [`EngineConfig::fuel_metering`](crate::EngineConfig::fuel_metering).
+    pub fuel_per_batch: Option<u64>,
+    /// Most bytes of keys, values and headers one batch may produce.
+    pub max_output_bytes: usize,
+    /// An instance whose memory grew past this is replaced between batches.
+    pub recycle_memory_bytes: usize,
+    /// Log messages per second one instance may write before they are dropped.
+    pub log_messages_per_second: u32,
+    /// What compiling the module may use (when the engine compiles in a worker).
+    pub compile: CompileBudget,
+}
+
+impl Default for InstanceLimits {
+    fn default() -> InstanceLimits {
+        InstanceLimits {
+            memory_limit_bytes: 256 * 1024 * 1024,
+            batch_deadline: Duration::from_secs(10),
+            fuel_per_batch: None,
+            max_output_bytes: 256 * 1024 * 1024,
+            recycle_memory_bytes: 128 * 1024 * 1024,
+            log_messages_per_second: 20,
+            compile: CompileBudget::default(),
+        }
+    }
+}
+
+impl InstanceLimits {
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        (self.batch_deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+    }
+}
 
 /// Bytes one table element takes in the host (a pointer to a function or reference).
 const TABLE_ELEMENT_BYTES: usize = 8;

@@ -1,9 +1,8 @@
 //! Module log messages, rate-limited so a chatty or hostile module cannot flood the
 //! pipeline's log.
 
+use std::sync::Arc;
 use std::time::Instant;
-
-use crate::module::LogTap;
 
 /// Longest message kept; longer ones are cut.
 const MAX_MESSAGE_BYTES: usize = 4096;
@@ -46,6 +45,10 @@ impl LogLevel {
         }
     }
 }
+
+/// Called with every log message a module writes that its rate limit lets through,
+/// after it is logged: how a service streams one pipeline's guest logs.
+pub type LogTap = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
 
 impl ModuleLog {
     pub(crate) fn new(module: &str, rate_per_second: u32, tap: Option<LogTap>) -> ModuleLog {

@@ -5,64 +5,21 @@ use std::hash::{Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sluice_encoding::Format;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::compile::{self, CompileBudget, CompileFailure, CompileWorker};
+use crate::compile::{self, CompileBudget, CompileFailure, CompileWorker, wasmtime_config};
 use crate::compile_queue::CompileQueue;
 use crate::contract::{self, v0_1, v1};
 use crate::error::{CompileLimit, EngineError};
-use crate::instance::{HostState, TransformInstance};
-use crate::log::LogLevel;
+use crate::instance::{ModulePre, TransformInstance};
+use crate::limits::{EPOCH_TICK, InstanceLimits};
+use crate::log::LogTap;
 use crate::shape::ModuleShape;
-
-/// How often the engine's epoch advances; deadlines are counted in these ticks.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// The limits one module's instances run under. Each module loaded into an engine
-/// may have its own (a service hosts many tenants' modules in one engine).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InstanceLimits {
-    /// Most linear memory one instance may grow to, in bytes.
-    pub memory_limit_bytes: usize,
-    /// Longest one `init` or `transform` call may run before it is interrupted.
-    pub batch_deadline: Duration,
-    /// Fuel (roughly, Wasm instructions) one call may use; unlimited when `None`.
-    /// Deterministic, unlike the deadline, at a cost of about 10-15% speed; needs an
-    /// engine with [`EngineConfig::fuel_metering`].
-    pub fuel_per_batch: Option<u64>,
-    /// Most bytes of keys, values and headers one batch may produce.
-    pub max_output_bytes: usize,
-    /// An instance whose memory grew past this is replaced between batches.
-    pub recycle_memory_bytes: usize,
-    /// Log messages per second one instance may write before they are dropped.
-    pub log_messages_per_second: u32,
-    /// What compiling the module may use (when the engine compiles in a worker).
-    pub compile: CompileBudget,
-}
-
-impl Default for InstanceLimits {
-    fn default() -> InstanceLimits {
-        InstanceLimits {
-            memory_limit_bytes: 256 * 1024 * 1024,
-            batch_deadline: Duration::from_secs(10),
-            fuel_per_batch: None,
-            max_output_bytes: 256 * 1024 * 1024,
-            recycle_memory_bytes: 128 * 1024 * 1024,
-            log_messages_per_second: 20,
-            compile: CompileBudget::default(),
-        }
-    }
-}
-
-impl InstanceLimits {
-    pub(crate) fn deadline_ticks(&self) -> u64 {
-        (self.batch_deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
-    }
-}
+use crate::state::HostState;
 
 /// How the engine is set up, and the limits of modules loaded without their own.
 #[derive(Clone, Debug)]
@@ -103,10 +60,6 @@ impl Default for EngineConfig {
         }
     }
 }
-
-/// Called with every log message a module writes that its rate limit lets through,
-/// after it is logged: how a service streams one pipeline's guest logs.
-pub type LogTap = Arc<dyn Fn(LogLevel, &str) + Send + Sync>;
 
 /// A module's compiled code, once compiled; locked while it compiles.
 type CompiledSlot = Arc<Mutex<Option<Component>>>;
@@ -172,16 +125,6 @@ pub struct TransformEngine {
     compiles: Arc<CompileQueue>,
     // Set when the host stops: compiles are killed, waiting ones give up.
     cancelled: Arc<AtomicBool>,
-}
-
-/// The wasmtime settings every engine of Sluice and its compile workers share: a module
-/// compiled in a worker loads only into an engine with the same code generation.
-pub(crate) fn wasmtime_config(fuel_metering: bool) -> wasmtime::Config {
-    let mut wasm = wasmtime::Config::new();
-    wasm.wasm_component_model(true)
-        .epoch_interruption(true)
-        .consume_fuel(fuel_metering);
-    wasm
 }
 
 impl TransformEngine {
@@ -626,12 +569,6 @@ fn check_imports(
         }),
         None => Ok(()),
     }
-}
-
-/// A checked component, linked and ready to instantiate.
-pub(crate) enum ModulePre {
-    V1(v1::TransformPre<HostState>),
-    V0_1(v0_1::TransformPre<HostState>),
 }
 
 /// A compiled transform module, ready to instantiate.
