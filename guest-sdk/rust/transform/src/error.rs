@@ -7,7 +7,7 @@ use sluice_model::helpers::HelperError;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
     /// One row could not be transformed; the batch's records are discarded. Use
-    /// [`Output::reject`] to fail a row and keep the others.
+    /// [`Output::reject`](crate::Output::reject) to fail a row and keep the others.
     Row {
         /// Index of the row within the batch.
         row: u32,
