@@ -12,6 +12,9 @@
 //! - **Status** (a second [`StateLog`], [`SharedTopic::Status`]): each node reports the
 //!   pipelines it runs (where they are, how fast, their last error), so any node can
 //!   answer for any pipeline.
+//! - **IO** ([`ClusterIo`]): the service reaches the shared logs ([`SharedLogs`]) and the
+//!   group ([`Group`]) only through narrow traits, over Kafka in production and, under
+//!   feature `memory`, in memory (`MemoryLogs`, `MemoryGroup`) for unit tests.
 //!
 //! Correctness never rests on a clean rebalance: a pipeline's new owner initialises its
 //! transactions under the pipeline's transactional id, which fences a slow old owner.
@@ -19,8 +22,12 @@
 pub mod blob;
 mod config;
 mod error;
+mod kafka;
 mod log;
 mod membership;
+#[cfg(any(test, feature = "memory"))]
+mod memory;
+mod shared;
 mod slot;
 mod topic;
 
@@ -28,5 +35,8 @@ pub use config::ClusterConfig;
 pub use error::ClusterError;
 pub use log::{StateLog, StateRecord};
 pub use membership::{Membership, SlotChange};
+#[cfg(any(test, feature = "memory"))]
+pub use memory::{MemoryGroup, MemoryLogs};
+pub use shared::{ClusterIo, Group, Member, Opened, Pending, SharedLog, SharedLogs};
 pub use slot::slot_of;
 pub use topic::SharedTopic;

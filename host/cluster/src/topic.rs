@@ -2,7 +2,7 @@
 //! [`StateLog`](crate::StateLog) reads one, so neither owns the list.
 
 /// Which of the cluster's shared topics a [`StateLog`](crate::StateLog) reads and writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SharedTopic {
     /// What the operator and tenants asked for: tenants, modules, pipeline definitions.
     State,
