@@ -1,6 +1,7 @@
-//! Every pipeline operation through the API's router, on a node alone: real components
-//! (built from `transforms/tagged`), a real Delta table (from the repository's
-//! fixtures), and the pipeline's in-memory sink in place of Kafka. No broker.
+//! Every pipeline operation through the API's router, on a node alone and on nodes of
+//! a cluster sharing the cluster's in-memory logs: real components (built from
+//! `transforms/tagged`), a real Delta table (from the repository's fixtures), and the
+//! pipeline's in-memory sink in place of Kafka. No broker.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
+use sluice_cluster::{ClusterIo, MemoryGroup, MemoryLogs, slot_of};
 use sluice_pipeline::MemorySink;
 use tower::ServiceExt as _;
 
@@ -23,6 +25,9 @@ const GLOBEX: &str = "globex-token-0123456789";
 
 /// Longest a test waits for a pipeline to reach what it expects.
 const WAIT: Duration = Duration::from_secs(60);
+
+/// Slots of the test clusters: few, so a test can give each node some.
+const SLOTS: u32 = 4;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -53,16 +58,42 @@ fn tagged(colour: &str) -> Vec<u8> {
     std::fs::read(built.component).unwrap()
 }
 
-/// A service alone in a temporary folder, with tenants `acme` (which may read the
-/// fixture tables) and `globex`, delivering to `sink`.
+/// A service in a temporary folder, with tenants `acme` (which may read the fixture
+/// tables) and `globex`, delivering to `sink`; alone, or a node of a cluster.
 struct Node {
     _dir: tempfile::TempDir,
     router: Router,
     sink: MemorySink,
+    /// Its name in its cluster; `None` alone.
+    name: Option<String>,
 }
 
 impl Node {
+    /// A node alone.
     fn start() -> Node {
+        let (node, _) = Node::configured("", MemorySink::default(), None);
+        node
+    }
+
+    /// Node `name` of cluster `test`, holding the slots `group` gives, over the shared
+    /// `logs` and delivering to `sink` (which the test's other nodes share, as they
+    /// would share a Kafka cluster).
+    async fn join(name: &str, logs: &MemoryLogs, group: MemoryGroup, sink: &MemorySink) -> Node {
+        let cluster = format!(
+            "\n[cluster]\nname = \"test\"\nnode = \"{name}\"\nslots = {SLOTS}\n\n\
+             [cluster.kafka]\n\"bootstrap.servers\" = \"memory:9092\"\n"
+        );
+        let (node, service) = Node::configured(&cluster, sink.clone(), Some(name));
+        let io = ClusterIo {
+            logs: Arc::new(logs.clone()),
+            group: Arc::new(group),
+        };
+        service.join_cluster_with(io).await.unwrap();
+        node
+    }
+
+    /// A node with `extra` appended to its config; its service, to start.
+    fn configured(extra: &str, sink: MemorySink, name: Option<&str>) -> (Node, Arc<Service>) {
         let dir = tempfile::tempdir().unwrap();
         for (file, token) in [
             ("operator.token", OPERATOR),
@@ -78,19 +109,20 @@ impl Node {
             format!(
                 "[server]\nstate_dir = \"state\"\noperator_token_file = \"operator.token\"\n\n\
                  [tenants.acme]\ntoken_file = \"acme.token\"\ntable_prefixes = [\"{tables}/\"]\n\n\
-                 [tenants.globex]\ntoken_file = \"globex.token\"\ntable_prefixes = [\"/data/globex/\"]\n"
+                 [tenants.globex]\ntoken_file = \"globex.token\"\ntable_prefixes = [\"/data/globex/\"]\n{extra}"
             ),
         )
         .unwrap();
-        let sink = MemorySink::default();
         let service =
             Service::with_destination(ServeConfig::load(&config).unwrap(), Arc::new(sink.clone()))
                 .unwrap();
-        Node {
+        let node = Node {
             _dir: dir,
-            router: crate::api::router(service),
+            router: crate::api::router(service.clone()),
             sink,
-        }
+            name: name.map(str::to_string),
+        };
+        (node, service)
     }
 
     /// Calls the API with `token`; the status and the JSON answer (`null` when empty).
@@ -211,29 +243,64 @@ impl Node {
             .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
             .collect()
     }
+
+    /// Waits until a pipeline delivering to this node's sink has connected more than
+    /// `before` times: it started (again).
+    async fn connected_after(&self, before: usize) {
+        until("the pipeline to start", async || {
+            self.sink.seen().connects > before
+        })
+        .await;
+    }
+
+    /// Whether every connection to this node's sink was released: nothing runs.
+    fn idle(&self) -> bool {
+        let seen = self.sink.seen();
+        seen.connects == seen.released
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pipeline_is_created_swapped_paused_resumed_rolled_back_and_deleted_without_losing_or_repeating_a_row()
- {
-    let node = Node::start();
-    let blue = node.upload("blue", tagged("blue")).await;
-    let green = node.upload("green", tagged("green")).await;
+/// Polls `check` until it holds, failing after [`WAIT`] with what it waited for.
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let started = Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < WAIT, "waited for {what} for {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
 
-    let (status, created) = node.create(&blue).await;
+/// Creates, swaps, pauses, resumes, rolls back, deletes and creates again acme's
+/// pipeline through `caller`'s API while `owner` runs it (the same node, or the node of
+/// the cluster holding the pipeline's slot), asserting that no row is lost or delivered
+/// twice.
+async fn lifecycle(caller: &Node, owner: &Node) {
+    // Through another node a change is written to the cluster's state and answered;
+    // the owner acts on it when it reads it, so what the owner does is waited for.
+    let remote = !std::ptr::eq(caller, owner);
+    let blue = caller.upload("blue", tagged("blue")).await;
+    let green = caller.upload("green", tagged("green")).await;
+
+    let (status, created) = caller.create(&blue).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     assert_eq!(created["state"], "running");
-    let (status, again) = node.create(&blue).await;
+    let (status, again) = caller.create(&blue).await;
     assert_eq!(status, StatusCode::CONFLICT, "{again}");
 
-    let first = node.caught_up().await;
-    let rows = node.delivered_once();
+    let first = owner.caught_up().await;
+    let rows = owner.delivered_once();
     assert!(!rows.is_empty());
-    assert_eq!(node.tags(), BTreeSet::from(["blue".to_string()]));
+    assert_eq!(owner.tags(), BTreeSet::from(["blue".to_string()]));
     assert_eq!(first["module"]["digest"], blue.as_str());
+    // Every node names the node that runs it (none, alone).
+    for node in [caller, owner] {
+        until("the status to name the node that runs it", async || {
+            node.status().await["node"] == json!(owner.name)
+        })
+        .await;
+    }
 
     // A swap at the next batch boundary of a pipeline that waits for new versions.
-    let (status, report) = node
+    let (status, report) = caller
         .json(
             Method::POST,
             "/v1/tenants/acme/pipelines/deals/deploy",
@@ -242,43 +309,56 @@ async fn a_pipeline_is_created_swapped_paused_resumed_rolled_back_and_deleted_wi
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{report}");
-    assert_eq!(report["outcome"], "switched");
+    // The node that runs it answers once it switched; another once the change is
+    // written.
+    let outcome = if remote { "stored" } else { "switched" };
+    assert_eq!(report["outcome"], outcome);
     assert_eq!(
         (report["from"].as_str(), report["to"].as_str()),
         (Some(&*blue), Some(&*green))
     );
-    let swapped = node.status().await;
+    let swapped = caller.status().await;
     assert_eq!(swapped["module"]["digest"], green.as_str());
     assert_eq!(swapped["previous_module"], blue.as_str());
-    assert_eq!(swapped["last_swap"]["outcome"], "switched");
+    assert_eq!(swapped["last_swap"]["outcome"], outcome);
+    until("the owner to take the swap", async || {
+        owner.status().await["module"]["digest"] == green.as_str()
+    })
+    .await;
 
-    let (status, paused) = node.act("pause").await;
+    let (status, paused) = caller.act("pause").await;
     assert_eq!(status, StatusCode::OK, "{paused}");
     assert_eq!(paused["state"], "paused");
-    let connections = {
-        let seen = node.sink.seen();
-        (seen.connects, seen.released)
-    };
-    assert_eq!(
-        connections.0, connections.1,
-        "a paused pipeline holds no connection"
-    );
+    if remote {
+        until("the owner to stop the paused pipeline", async || {
+            owner.idle()
+        })
+        .await;
+    } else {
+        assert!(owner.idle(), "a paused pipeline holds no connection");
+    }
 
-    let (status, resumed) = node.act("resume").await;
+    let connects = owner.sink.seen().connects;
+    let (status, resumed) = caller.act("resume").await;
     assert_eq!(status, StatusCode::OK, "{resumed}");
     assert_eq!(resumed["state"], "running");
-    let (status, twice) = node.act("resume").await;
+    let (status, twice) = caller.act("resume").await;
     assert_eq!(status, StatusCode::CONFLICT, "{twice}");
-    node.caught_up().await;
+    owner.connected_after(connects).await;
+    owner.caught_up().await;
     // It resumed from its stored position: nothing again.
-    assert_eq!(node.delivered_once(), rows);
+    assert_eq!(owner.delivered_once(), rows);
 
-    let (status, report) = node.act("rollback").await;
+    let (status, report) = caller.act("rollback").await;
     assert_eq!(status, StatusCode::OK, "{report}");
     assert_eq!(report["to"], blue.as_str());
-    assert_eq!(node.status().await["module"]["digest"], blue.as_str());
+    assert_eq!(caller.status().await["module"]["digest"], blue.as_str());
+    until("the owner to take the rollback", async || {
+        owner.status().await["module"]["digest"] == blue.as_str()
+    })
+    .await;
 
-    let (status, _) = node
+    let (status, _) = caller
         .call(
             Method::DELETE,
             "/v1/tenants/acme/pipelines/deals",
@@ -287,16 +367,67 @@ async fn a_pipeline_is_created_swapped_paused_resumed_rolled_back_and_deleted_wi
         )
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    let (status, gone) = node.get("/v1/tenants/acme/pipelines/deals", ACME).await;
+    let (status, gone) = caller.get("/v1/tenants/acme/pipelines/deals", ACME).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{gone}");
-    let (_, listed) = node.get("/v1/tenants/acme/pipelines", ACME).await;
+    let (_, listed) = caller.get("/v1/tenants/acme/pipelines", ACME).await;
     assert_eq!(listed, json!([]));
+    until(
+        "the owner to stop and forget the deleted pipeline",
+        async || {
+            let (status, _) = owner.get("/v1/tenants/acme/pipelines/deals", ACME).await;
+            status == StatusCode::NOT_FOUND && owner.idle()
+        },
+    )
+    .await;
 
     // Created again under the same name, it resumes from the stored position.
-    let (status, created) = node.create(&green).await;
+    let connects = owner.sink.seen().connects;
+    let (status, created) = caller.create(&green).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
-    node.caught_up().await;
-    assert_eq!(node.delivered_once(), rows);
+    owner.connected_after(connects).await;
+    owner.caught_up().await;
+    assert_eq!(owner.delivered_once(), rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_is_created_swapped_paused_resumed_rolled_back_and_deleted_without_losing_or_repeating_a_row()
+ {
+    let node = Node::start();
+    lifecycle(&node, &node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_holding_every_slot_of_its_cluster_runs_the_lifecycle_through_the_shared_state() {
+    let logs = MemoryLogs::default();
+    let group = MemoryGroup::alone(SLOTS);
+    let node = Node::join("only", &logs, group, &MemorySink::default()).await;
+    lifecycle(&node, &node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_a_node_that_does_not_run_the_pipeline_is_carried_out_by_the_node_that_does() {
+    let (logs, sink) = (MemoryLogs::default(), MemorySink::default());
+    let slot = slot_of("acme", "deals", SLOTS);
+    let owner = Node::join("owner", &logs, MemoryGroup::holding([slot]), &sink).await;
+    let others = MemoryGroup::holding((0..SLOTS).filter(|s| *s != slot));
+    let caller = Node::join("caller", &logs, others, &sink).await;
+    lifecycle(&caller, &owner).await;
+    for (node, slots, running) in [
+        (&owner, json!([slot]), json!(["acme/deals"])),
+        (
+            &caller,
+            json!((0..SLOTS).filter(|s| *s != slot).collect::<Vec<_>>()),
+            json!([]),
+        ),
+    ] {
+        let (status, view) = node.get("/v1/cluster", OPERATOR).await;
+        assert_eq!(status, StatusCode::OK, "{view}");
+        assert_eq!(
+            (&view["slots"], &view["running"]),
+            (&slots, &running),
+            "{view}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

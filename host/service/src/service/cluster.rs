@@ -1,7 +1,7 @@
-//! Cluster mode: the shared state through Kafka and the slots this node holds. The
-//! API's writes go to the state topic; every node applies each record in topic order,
-//! and the node holding a pipeline's slot runs it. Without `[cluster]` none of this
-//! runs and the node owns every pipeline.
+//! Cluster mode: the shared state and the slots this node holds, through Kafka (or the
+//! in-memory [`ClusterIo`] of the tests). The API's writes go to the state topic; every
+//! node applies each record in topic order, and the node holding a pipeline's slot runs
+//! it. Without `[cluster]` none of this runs and the node owns every pipeline.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use sluice_cluster::blob::{self, Assembler, ChunkKey};
 use sluice_cluster::{
-    ClusterConfig, ClusterError, Membership, SharedTopic, SlotChange, StateLog, StateRecord,
-    slot_of,
+    ClusterConfig, ClusterError, ClusterIo, Member, SharedLog, SharedTopic, SlotChange,
+    StateRecord, slot_of,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -32,14 +32,14 @@ const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 pub(super) struct ClusterPart {
     config: ClusterConfig,
     node: String,
-    log: Arc<StateLog>,
+    log: Arc<dyn SharedLog>,
     /// Definitions a pipeline's owner changed, written in order by a task of their own.
     publishes: mpsc::UnboundedSender<PipelineDefinition>,
     /// The offset of the next record to apply: the records before it are applied.
     applied: watch::Sender<i64>,
     held: Mutex<BTreeSet<u32>>,
     reports: Arc<Reports>,
-    membership: Mutex<Option<Membership>>,
+    membership: Mutex<Option<Box<dyn Member>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -301,28 +301,35 @@ impl Placement for ClusterPart {
 }
 
 impl Service {
-    /// Joins the cluster `[cluster]` names: reads the shared state to its end, then
-    /// takes part in the group that assigns slots. Call instead of
-    /// [`Service::restore`].
+    /// Joins the cluster `[cluster]` names through its Kafka cluster: reads the shared
+    /// state to its end, then takes part in the group that assigns slots. Call instead
+    /// of [`Service::restore`].
     pub async fn join_cluster(self: &Arc<Service>) -> Result<(), ServiceError> {
-        let config = self
-            .config
-            .cluster
-            .clone()
-            .expect("join_cluster runs with a [cluster] section");
+        let io = ClusterIo::kafka(self.cluster_config()?);
+        self.join_cluster_with(io).await
+    }
+
+    /// [`Service::join_cluster`], with the shared logs and the group reached through
+    /// `io` (in memory, in tests).
+    pub async fn join_cluster_with(self: &Arc<Service>, io: ClusterIo) -> Result<(), ServiceError> {
+        let config = self.cluster_config()?.clone();
         let node = config
             .node
             .clone()
             .unwrap_or_else(|| self.config.server.listen.to_string());
-        let (log, records) = StateLog::open(&config, &node, SharedTopic::State)
+        let (log, records) = io
+            .logs
+            .open(&node, SharedTopic::State)
             .await
             .map_err(cluster_error)?;
-        let (status_log, status_records) = StateLog::open(&config, &node, SharedTopic::Status)
+        let (status_log, status_records) = io
+            .logs
+            .open(&node, SharedTopic::Status)
             .await
             .map_err(cluster_error)?;
         let reports = Arc::new(Reports::new(status_log));
         let replay_end = log.replay_end();
-        let log = Arc::new(log);
+        let log: Arc<dyn SharedLog> = Arc::from(log);
         let (publishes, to_publish) = mpsc::unbounded_channel();
         let part = Arc::new(ClusterPart {
             config: config.clone(),
@@ -374,9 +381,7 @@ impl Service {
             }
         }
         let (changes, slot_changes) = mpsc::unbounded_channel();
-        let membership = Membership::join(&config, &node, changes)
-            .await
-            .map_err(cluster_error)?;
+        let membership = io.group.join(&node, changes).await.map_err(cluster_error)?;
         *part.membership.lock().unwrap_or_else(|e| e.into_inner()) = Some(membership);
         let follower = tokio::spawn(self.clone().follow_slots(slot_changes));
         part.tasks
@@ -385,6 +390,16 @@ impl Service {
             .extend([publisher, applier, follower, report_reader, reporter]);
         self.ready.store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The `[cluster]` section a node joins by.
+    fn cluster_config(&self) -> Result<&ClusterConfig, ServiceError> {
+        self.config.cluster.as_ref().ok_or_else(|| {
+            ServiceError::Cluster(
+                "the node was asked to join a cluster, but its config has no [cluster] section"
+                    .into(),
+            )
+        })
     }
 
     /// Stops applying the shared state and following the slots: nothing starts a
@@ -413,7 +428,9 @@ impl Service {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        let _ = tokio::task::spawn_blocking(move || drop(membership)).await;
+        if let Some(membership) = membership {
+            let _ = tokio::task::spawn_blocking(move || membership.leave()).await;
+        }
         tracing::info!(node = part.node, "The node left its cluster.");
     }
 
@@ -753,7 +770,10 @@ impl Drop for AbortOnDrop {
 }
 
 /// Writes the definitions owners changed, in the order they changed them.
-async fn publish(log: Arc<StateLog>, mut definitions: mpsc::UnboundedReceiver<PipelineDefinition>) {
+async fn publish(
+    log: Arc<dyn SharedLog>,
+    mut definitions: mpsc::UnboundedReceiver<PipelineDefinition>,
+) {
     while let Some(definition) = definitions.recv().await {
         let json = serde_json::to_vec(&definition).expect("a definition serialises");
         let key = pipeline_key(&definition.tenant, &definition.name);

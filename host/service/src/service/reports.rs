@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sluice_cluster::{StateLog, StateRecord};
+use sluice_cluster::{SharedLog, StateRecord};
 use sluice_pipeline::MetricsSnapshot;
 use tokio::sync::mpsc;
 
@@ -34,7 +34,7 @@ pub(super) struct Report {
 
 /// The reports of every node, as last read from the status topic.
 pub(super) struct Reports {
-    log: StateLog,
+    log: Box<dyn SharedLog>,
     latest: Mutex<HashMap<String, Report>>,
 }
 
@@ -44,7 +44,7 @@ fn status_key(tenant: &str, name: &str) -> String {
 
 impl Reports {
     /// Reports written to `log`, read back through `records` by [`Service::read_reports`].
-    pub(super) fn new(log: StateLog) -> Reports {
+    pub(super) fn new(log: Box<dyn SharedLog>) -> Reports {
         Reports {
             log,
             latest: Mutex::default(),
