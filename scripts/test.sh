@@ -14,6 +14,9 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# Modules of a crate import each other one way only (docs/architecture.md).
+python3 -m pytest -q scripts/test_module_cycles.py
+python3 scripts/module_cycles.py
 
 # The guest SDKs' own tests (the parts that need no host).
 python3 -m pytest -q guest-sdk/python/tests
