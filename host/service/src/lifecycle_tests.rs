@@ -3,7 +3,7 @@
 //! `transforms/tagged`), a real Delta table (from the repository's fixtures), and the
 //! pipeline's in-memory sink in place of Kafka. No broker.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -44,18 +44,27 @@ fn table() -> PathBuf {
 /// The bytes of the component built from `transforms/tagged/<colour>`, built once per
 /// test process (and cached across runs in the build's target folder).
 fn tagged(colour: &str) -> Vec<u8> {
-    static BUILT: OnceLock<std::sync::Mutex<()>> = OnceLock::new();
-    let _one_build_at_a_time = BUILT.get_or_init(Default::default).lock();
+    static BUILT: OnceLock<std::sync::Mutex<BTreeMap<String, Vec<u8>>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(bytes) = built.get(colour) {
+        return bytes.clone();
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| repo_root().join("target"), PathBuf::from)
         .join("guests");
     let options = sluice_build::BuildOptions::new(target.clone(), target.join("components"));
-    let built = sluice_build::build_transform(
+    let component = sluice_build::build_transform(
         &repo_root().join("transforms/tagged").join(colour),
         &options,
     )
-    .unwrap_or_else(|e| panic!("building transforms/tagged/{colour} failed: {e}"));
-    std::fs::read(built.component).unwrap()
+    .unwrap_or_else(|e| panic!("building transforms/tagged/{colour} failed: {e}"))
+    .component;
+    let bytes = std::fs::read(component).unwrap();
+    built.insert(colour.to_string(), bytes.clone());
+    bytes
 }
 
 /// A service in a temporary folder, with tenants `acme` (which may read the fixture
