@@ -210,11 +210,12 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
     appender.join().unwrap();
     assert!(
         output.status.success(),
-        "the browser test failed ({}):\n{}\n{}\nservice log:\n{}",
+        // The browser's steps come last: a long failure is read from its end.
+        "the browser test failed ({}); service log:\n{}\nbrowser steps:\n{}\n{}",
         output.status,
+        serve.log(),
         String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-        serve.log()
+        String::from_utf8_lossy(&output.stderr)
     );
     eprintln!("{}", String::from_utf8_lossy(&output.stdout));
 
