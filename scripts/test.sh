@@ -18,8 +18,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 python3 -m pytest -q scripts/test_module_cycles.py
 python3 scripts/module_cycles.py
 
-# The guest SDKs' own tests (the parts that need no host).
+# The guest SDKs' own tests (the parts that need no host), each with the conformance
+# suite of guest-sdk/conformance (the Rust SDK and the host run it in sluice-model).
 python3 -m pytest -q guest-sdk/python/tests
+python3 -m pytest -q guest-sdk/c/tests
 node --test guest-sdk/js/test/
 # The web console's TypeScript (the build above installed its packages).
 (cd host/console/web && npm run --silent check)

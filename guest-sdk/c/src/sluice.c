@@ -11,44 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lists.h"
+#include "packing.h"
 #include "transform.h"
-
-/* ---- Small growable arrays -------------------------------------------------- */
-
-typedef struct {
-  uint8_t *data;
-  size_t len, cap;
-} bytes_t;
-
-static void *push(bytes_t *v, const void *item, size_t size) {
-  if (v->len + size > v->cap) {
-    size_t cap = v->cap ? v->cap * 2 : 256;
-    while (cap < v->len + size) cap *= 2;
-    v->data = realloc(v->data, cap);
-    if (!v->data) abort();
-    v->cap = cap;
-  }
-  void *at = v->data + v->len;
-  if (item) memcpy(at, item, size);
-  v->len += size;
-  return at;
-}
-
-#define PUSH(v, type, value)    \
-  do {                          \
-    type item_ = (value);       \
-    push((v), &item_, sizeof item_); \
-  } while (0)
-#define COUNT(v, type) ((v).len / sizeof(type))
-#define AT(v, type) ((type *)(v).data)
-
-static char *copy_text(const uint8_t *ptr, size_t len) {
-  char *out = malloc(len + 1);
-  if (!out) abort();
-  memcpy(out, ptr, len);
-  out[len] = 0;
-  return out;
-}
 
 static transform_string_t wit_string(const char *text) {
   transform_string_t s = {(uint8_t *)text, strlen(text)};
@@ -168,8 +133,8 @@ bool exports_sluice_transform_transformer_init(transform_list_tuple2_string_stri
   params.names = calloc(list->len + 1, sizeof(char *));
   params.values = calloc(list->len + 1, sizeof(char *));
   for (size_t i = 0; i < list->len; i++) {
-    params.names[i] = copy_text(list->ptr[i].f0.ptr, list->ptr[i].f0.len);
-    params.values[i] = copy_text(list->ptr[i].f1.ptr, list->ptr[i].f1.len);
+    params.names[i] = sluice_copy_text(list->ptr[i].f0.ptr, list->ptr[i].f0.len);
+    params.values[i] = sluice_copy_text(list->ptr[i].f1.ptr, list->ptr[i].f1.len);
   }
   transform_list_tuple2_string_string_free(list);
   if (sluice_init(&params) == SLUICE_OK) return true;
@@ -243,7 +208,7 @@ static bool load_columns(sluice_batch *batch) {
   batch->wrapped = calloc(batch->columns.len + 1, sizeof(struct sluice_column));
   for (size_t i = 0; i < batch->columns.len; i++) {
     batch->wrapped[i].raw = &batch->columns.ptr[i];
-    batch->wrapped[i].name = copy_text(batch->columns.ptr[i].name.ptr, batch->columns.ptr[i].name.len);
+    batch->wrapped[i].name = sluice_copy_text(batch->columns.ptr[i].name.ptr, batch->columns.ptr[i].name.len);
   }
   batch->have_columns = true;
   return true;
@@ -277,7 +242,7 @@ const sluice_column *sluice_column_named(sluice_batch *batch, const char *name) 
     return NULL;
   }
   column->raw = &column->owned.ptr[0];
-  column->name = copy_text((const uint8_t *)name, strlen(name));
+  column->name = sluice_copy_text((const uint8_t *)name, strlen(name));
   PUSH(&batch->named, struct sluice_column *, column);
   return column;
 }
@@ -400,10 +365,7 @@ static void free_batch(sluice_batch *batch) {
 
 struct sluice_output {
   sluice_transform_host_borrow_batch_t handle;
-  bytes_t data, source_rows, key_lengths, value_lengths, topic_indexes, partitions;
-  bytes_t header_counts, header_name_indexes, header_value_lengths;
-  bytes_t topics, header_names; /* char * copies */
-  bool any_topic, any_partition, any_header;
+  sluice_packer packer;
   /* The framing of the packed records (copies): records cross in runs of one. */
   bool framed, has_key_schema, has_value_schema;
   sluice_schema key_schema, value_schema;
@@ -411,16 +373,6 @@ struct sluice_output {
   sluice_framing given;
   sluice_schema given_key, given_value;
 };
-
-/* The index of `name` in `names`, added when new. */
-static uint32_t intern(bytes_t *names, const char *name) {
-  size_t count = COUNT(*names, char *);
-  for (size_t i = 0; i < count; i++) {
-    if (strcmp(AT(*names, char *)[i], name) == 0) return (uint32_t)i;
-  }
-  PUSH(names, char *, copy_text((const uint8_t *)name, strlen(name)));
-  return (uint32_t)count;
-}
 
 static void free_schema(sluice_schema *schema) {
   free((char *)schema->text);
@@ -455,8 +407,8 @@ static void keep_schema(sluice_schema *kept, const sluice_schema *given) {
   kept->kind = given->kind;
   /* A NULL text is sent empty: the host refuses it as a schema that does not parse. */
   const char *text = given->text ? given->text : "";
-  kept->text = copy_text((const uint8_t *)text, strlen(text));
-  kept->name = given->name ? copy_text((const uint8_t *)given->name, strlen(given->name)) : NULL;
+  kept->text = sluice_copy_text((const uint8_t *)text, strlen(text));
+  kept->name = given->name ? sluice_copy_text((const uint8_t *)given->name, strlen(given->name)) : NULL;
 }
 
 static sluice_transform_types_option_own_schema_t wit_schema(bool has, const sluice_schema *schema) {
@@ -473,7 +425,6 @@ static sluice_transform_types_option_own_schema_t wit_schema(bool has, const slu
   return option;
 }
 
-static void push_record(sluice_output *out, uint32_t row, const sluice_record *record);
 static void flush(sluice_output *out);
 
 void sluice_emit(sluice_output *out, uint32_t row, const sluice_record *record) {
@@ -481,7 +432,7 @@ void sluice_emit(sluice_output *out, uint32_t row, const sluice_record *record) 
     flush(out);
     unframe(out);
   }
-  push_record(out, row, record);
+  sluice_packer_add(&out->packer, row, record);
 }
 
 void sluice_emit_framed(sluice_output *out, uint32_t row, const sluice_framing *framing,
@@ -506,33 +457,7 @@ void sluice_emit_framed(sluice_output *out, uint32_t row, const sluice_framing *
     if (framing->key) keep_schema(&out->key_schema, framing->key);
     if (framing->value) keep_schema(&out->value_schema, framing->value);
   }
-  push_record(out, row, record);
-}
-
-static void push_record(sluice_output *out, uint32_t row, const sluice_record *record) {
-  PUSH(&out->source_rows, uint32_t, row);
-  int32_t key_len = record->key ? record->key_len : -1;
-  int32_t value_len = record->value ? record->value_len : -1;
-  PUSH(&out->key_lengths, int32_t, key_len);
-  if (key_len > 0) push(&out->data, record->key, (size_t)key_len);
-  PUSH(&out->value_lengths, int32_t, value_len);
-  if (value_len > 0) push(&out->data, record->value, (size_t)value_len);
-  if (record->topic) {
-    out->any_topic = true;
-    PUSH(&out->topic_indexes, uint32_t, intern(&out->topics, record->topic) + 1);
-  } else {
-    PUSH(&out->topic_indexes, uint32_t, 0);
-  }
-  if (record->has_partition) out->any_partition = true;
-  PUSH(&out->partitions, int32_t, record->has_partition ? record->partition : -1);
-  PUSH(&out->header_counts, uint32_t, (uint32_t)record->header_count);
-  for (size_t i = 0; i < record->header_count; i++) {
-    const sluice_header *h = &record->headers[i];
-    out->any_header = true;
-    PUSH(&out->header_name_indexes, uint32_t, intern(&out->header_names, h->name));
-    PUSH(&out->header_value_lengths, uint32_t, (uint32_t)h->len);
-    if (h->len) push(&out->data, h->value, h->len);
-  }
+  sluice_packer_add(&out->packer, row, record);
 }
 
 void sluice_emit_kv(sluice_output *out, uint32_t row, const void *key, int32_t key_len,
@@ -541,13 +466,13 @@ void sluice_emit_kv(sluice_output *out, uint32_t row, const void *key, int32_t k
   sluice_emit(out, row, &record);
 }
 
-static transform_list_u32_t u32s(bytes_t *v, bool keep) {
-  transform_list_u32_t list = {keep ? (uint32_t *)v->data : NULL, keep ? COUNT(*v, uint32_t) : 0};
+static transform_list_u32_t u32s(bytes_t *v) {
+  transform_list_u32_t list = {(uint32_t *)v->data, COUNT(*v, uint32_t)};
   return list;
 }
 
-static transform_list_s32_t s32s(bytes_t *v, bool keep) {
-  transform_list_s32_t list = {keep ? (int32_t *)v->data : NULL, keep ? COUNT(*v, int32_t) : 0};
+static transform_list_s32_t s32s(bytes_t *v) {
+  transform_list_s32_t list = {(int32_t *)v->data, COUNT(*v, int32_t)};
   return list;
 }
 
@@ -558,26 +483,22 @@ static transform_list_string_t strings(bytes_t *names) {
   return list;
 }
 
-static void clear_names(bytes_t *names) {
-  for (size_t i = 0; i < COUNT(*names, char *); i++) free(AT(*names, char *)[i]);
-  names->len = 0;
-}
-
 /* Sends the records emitted so far to the host, in one call. */
 static void flush(sluice_output *out) {
-  if (out->source_rows.len == 0) return;
+  sluice_packer *p = &out->packer;
+  if (p->source_rows.len == 0) return;
   sluice_transform_host_packed_records_t packed = {
-      .data = {out->data.data, out->data.len},
-      .source_rows = u32s(&out->source_rows, true),
-      .key_lengths = s32s(&out->key_lengths, true),
-      .value_lengths = s32s(&out->value_lengths, true),
-      .topics = strings(&out->topics),
-      .topic_indexes = u32s(&out->topic_indexes, out->any_topic),
-      .partitions = s32s(&out->partitions, out->any_partition),
-      .header_names = strings(&out->header_names),
-      .header_counts = u32s(&out->header_counts, out->any_header),
-      .header_name_indexes = u32s(&out->header_name_indexes, true),
-      .header_value_lengths = u32s(&out->header_value_lengths, true),
+      .data = {p->data.data, p->data.len},
+      .source_rows = u32s(&p->source_rows),
+      .key_lengths = s32s(&p->key_lengths),
+      .value_lengths = s32s(&p->value_lengths),
+      .topics = strings(&p->topics),
+      .topic_indexes = u32s(&p->topic_indexes),
+      .partitions = s32s(&p->partitions),
+      .header_names = strings(&p->header_names),
+      .header_counts = u32s(&p->header_counts),
+      .header_name_indexes = u32s(&p->header_name_indexes),
+      .header_value_lengths = u32s(&p->header_value_lengths),
   };
   if (out->framed) {
     sluice_transform_host_framing_t framing = {
@@ -590,13 +511,7 @@ static void flush(sluice_output *out) {
   }
   free(packed.topics.ptr);
   free(packed.header_names.ptr);
-  bytes_t *lists[] = {&out->data, &out->source_rows, &out->key_lengths, &out->value_lengths,
-                      &out->topic_indexes, &out->partitions, &out->header_counts,
-                      &out->header_name_indexes, &out->header_value_lengths};
-  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) lists[i]->len = 0;
-  clear_names(&out->topics);
-  clear_names(&out->header_names);
-  out->any_topic = out->any_partition = out->any_header = false;
+  sluice_packer_clear(p);
 }
 
 void sluice_reject(sluice_output *out, uint32_t row, const char *message) {
@@ -607,14 +522,7 @@ void sluice_reject(sluice_output *out, uint32_t row, const char *message) {
 
 static void free_output(sluice_output *out) {
   unframe(out);
-  bytes_t *lists[] = {&out->data, &out->source_rows, &out->key_lengths, &out->value_lengths,
-                      &out->topic_indexes, &out->partitions, &out->header_counts,
-                      &out->header_name_indexes, &out->header_value_lengths};
-  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) free(lists[i]->data);
-  clear_names(&out->topics);
-  clear_names(&out->header_names);
-  free(out->topics.data);
-  free(out->header_names.data);
+  sluice_packer_free(&out->packer);
 }
 
 /* ---- Host helpers ----------------------------------------------------------- */

@@ -13,14 +13,49 @@
 import { Batch, Output } from './batch.js';
 import { BatchError, ChangeType, Params } from './model.js';
 
-const COMPARE = {
-  '==': (a, b) => a === b,
-  '!=': (a, b) => a !== b,
-  '<': (a, b) => a < b,
-  '<=': (a, b) => a <= b,
-  '>': (a, b) => a > b,
-  '>=': (a, b) => a >= b,
+const HOLDS = {
+  '==': (order) => order === 0,
+  '!=': (order) => order !== 0,
+  '<': (order) => order < 0,
+  '<=': (order) => order <= 0,
+  '>': (order) => order > 0,
+  '>=': (order) => order >= 0,
 };
+
+const encoder = new TextEncoder();
+
+/** A value's type as the host's messages name it. */
+function kind(value) {
+  switch (typeof value) {
+    case 'boolean':
+    case 'string':
+      return typeof value;
+    case 'bigint':
+      return 'integer';
+    case 'number':
+      return Number.isInteger(value) ? 'integer' : 'floating point';
+    default:
+      return ArrayBuffer.isView(value) ? 'binary' : 'nested';
+  }
+}
+
+/** Orders a column value against a constant as the host does: numbers with numbers
+ * (bigints too), text by its UTF-8 bytes, booleans with booleans. Null when either is
+ * NaN, which compares as nothing; undefined when the types do not compare. */
+function order(value, constant) {
+  const numeric = (v) => typeof v === 'number' || typeof v === 'bigint';
+  if (numeric(value) && numeric(constant)) {
+    if (Number.isNaN(value) || Number.isNaN(constant)) return null;
+    return value < constant ? -1 : value > constant ? 1 : 0;
+  }
+  if (typeof value === 'string' && typeof constant === 'string') {
+    const [a, b] = [encoder.encode(value), encoder.encode(constant)];
+    for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return a[i] - b[i];
+    return a.length - b.length;
+  }
+  if (typeof value === 'boolean' && typeof constant === 'boolean') return Number(value) - Number(constant);
+  return undefined;
+}
 
 /** A batch held in memory: columns by name (struct fields by dotted path), one value
  * per row, and each row's change type (inserts by default), commit version (1n) and
@@ -106,7 +141,10 @@ class MemoryHost {
   }
 
   #rows(within) {
-    return within ? [...within] : [...Array(this.batch.rows).keys()];
+    if (!within) return [...Array(this.batch.rows).keys()];
+    const bad = [...within].find((row) => row >= this.batch.rows);
+    if (bad !== undefined) throw new BatchError(`Row ${bad} is out of range: the batch has ${this.batch.rows} rows.`);
+    return [...within];
   }
 
   selectChangeTypes(types, within) {
@@ -115,13 +153,18 @@ class MemoryHost {
 
   selectWhere(column, op, value, within) {
     const values = this.columns([column])[0][1];
-    const keep =
-      op === 'is null'
-        ? (v) => v === null
-        : op === 'is not null'
-          ? (v) => v !== null
-          : (v) => v !== null && COMPARE[op](v, value);
-    return Uint32Array.from(this.#rows(within).filter((i) => keep(values[i])));
+    const rows = this.#rows(within);
+    if (op === 'is null') return Uint32Array.from(rows.filter((i) => values[i] === null));
+    if (op === 'is not null') return Uint32Array.from(rows.filter((i) => values[i] !== null));
+    const keep = (i) => {
+      if (values[i] === null || value === null || value === undefined) return false;
+      const ordering = order(values[i], value);
+      if (ordering === undefined) {
+        throw new BatchError(`Cannot compare column \`${column}\` (${kind(values[i])}) with ${typeof value === 'bigint' ? `${value}n` : JSON.stringify(value)}.`);
+      }
+      return ordering !== null && HOLDS[op](ordering);
+    };
+    return Uint32Array.from(rows.filter(keep));
   }
 
   encode() {

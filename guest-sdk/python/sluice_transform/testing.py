@@ -34,6 +34,36 @@ _COMPARE = {
 }
 
 
+def _kind(value: object) -> str:
+    """A value's type as the host's messages name it."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "floating point"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "binary"
+    return "nested"
+
+
+def _comparable(value: object, constant: object) -> bool:
+    """Whether the host compares a column value with a constant: numbers with numbers,
+    text with text, booleans with booleans (a bool is not a number there)."""
+    if isinstance(value, bool) or isinstance(constant, bool):
+        return isinstance(value, bool) and isinstance(constant, bool)
+    if isinstance(value, (int, float)):
+        return isinstance(constant, (int, float))
+    return isinstance(value, str) and isinstance(constant, str)
+
+
+def _is_nan(value: object) -> bool:
+    """NaN compares as nothing on the host, not even as unequal."""
+    return isinstance(value, float) and value != value
+
+
 class TestBatch:
     """A batch held in memory: columns by name (struct fields by dotted path), one
     value per row, and each row's change type (inserts by default), commit version (1)
@@ -103,21 +133,33 @@ class _MemoryHost:
     def commit_timestamps(self) -> List[int]:
         return self._batch._timestamps
 
+    def _rows(self, within) -> Sequence[int]:
+        if within is None:
+            return range(self._batch._rows)
+        for row in within:
+            if row >= self._batch._rows:
+                raise BatchError(f"Row {row} is out of range: the batch has {self._batch._rows} rows.")
+        return within
+
     def select_change_types(self, types, within):
-        rows = range(self._batch._rows) if within is None else within
-        return [i for i in rows if self._batch._change_types[i] in types]
+        return [i for i in self._rows(within) if self._batch._change_types[i] in types]
 
     def select_where(self, column, op, value, within):
         values = self.columns([column])[0][1]
-        rows = range(self._batch._rows) if within is None else within
+        rows = self._rows(within)
         if op == "is null":
             return [i for i in rows if values[i] is None]
         if op == "is not null":
             return [i for i in rows if values[i] is not None]
-        try:
-            return [i for i in rows if values[i] is not None and _COMPARE[op](values[i], value)]
-        except TypeError as e:
-            raise BatchError(f"Column `{column}` cannot be compared with {value!r}: {e}.") from None
+        selected = []
+        for i in rows:
+            if values[i] is None or value is None:
+                continue
+            if not _comparable(values[i], value):
+                raise BatchError(f"Cannot compare column `{column}` ({_kind(values[i])}) with {value!r}.")
+            if not (_is_nan(values[i]) or _is_nan(value)) and _COMPARE[op](values[i], value):
+                selected.append(i)
+        return selected
 
     def encode(self, rows, key, value, delete_as_tombstone, topic, headers):
         raise NotImplementedError(

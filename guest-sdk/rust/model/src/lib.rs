@@ -12,6 +12,8 @@ pub mod helpers;
 mod json;
 mod number;
 mod packed;
+#[cfg(test)]
+mod conformance_tests;
 mod text;
 mod time;
 mod value;
