@@ -3,6 +3,8 @@
 //! task of its own; one task failing or trapping touches no other.
 
 mod cluster;
+mod cluster_membership;
+mod cluster_state;
 mod dead_letters;
 mod deploy;
 mod history;
@@ -30,7 +32,7 @@ use crate::config::{ServeConfig, valid_name};
 use crate::error::ServiceError;
 use crate::logs::LogLine;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir, now_seconds};
-pub use cluster::NodeView;
+pub use cluster_membership::NodeView;
 pub use deploy::{Deploy, DeployReport};
 pub use history::{HISTORY_EVERY, History, HistoryPoint, TenantHistory};
 pub use host::{HostMemory, HostView, TenantFigures};
