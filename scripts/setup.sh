@@ -49,10 +49,11 @@ if ! command -v cargo >/dev/null; then
   echo "Rust is missing: install it with rustup (Rust 1.95 or newer), then run this again." >&2
   exit 1
 fi
-# The web console is built with Vite, which needs Node 20.19 or newer.
+# The web console's tests and rebuilds (scripts/console.sh) and JS transforms need Node
+# 20.19 or newer; building Sluice itself does not.
 node_version=$(node --version 2>/dev/null | sed 's/^v//')
 if ! printf '20.19.0\n%s\n' "${node_version:-0}" | sort -V -C; then
-  echo "Node.js 20.19 or newer is missing (found: ${node_version:-none}); the web console is built with it. Install it and put node and npm on PATH, then run this again." >&2
+  echo "Node.js 20.19 or newer is missing (found: ${node_version:-none}); the tests and JS transforms need it. Install it and put node and npm on PATH, then run this again." >&2
   exit 1
 fi
 # Go transforms build with the machine's Go (wasip1 reactors and go:wasmexport).

@@ -23,8 +23,18 @@ python3 scripts/module_cycles.py
 python3 -m pytest -q guest-sdk/python/tests
 python3 -m pytest -q guest-sdk/c/tests
 node --test guest-sdk/js/test/
-# The web console's TypeScript (the build above installed its packages).
+# The web console: its TypeScript, its kept build (host/console/dist) against a fresh
+# one, and a build of the crate with a node and npm that fail first on PATH, in a target
+# of its own so its build script runs: installing Sluice needs no Node.
+"$root/scripts/console.sh" check
 (cd host/console/web && npm run --silent check)
+no_node=$(mktemp -d)
+for tool in node npm npx; do
+  printf '#!/bin/sh\necho "%s was called while building the console" >&2\nexit 1\n' "$tool" >"$no_node/$tool"
+  chmod +x "$no_node/$tool"
+done
+PATH="$no_node:$PATH" CARGO_TARGET_DIR="$no_node/target" cargo build --locked -q -p sluice-console
+rm -rf "$no_node"
 (cd guest-sdk/go && GOTOOLCHAIN=local GOFLAGS=-mod=mod go vet ./... && GOTOOLCHAIN=local GOFLAGS=-mod=mod go test ./...)
 
 # A broker that was already running (the demo's, a developer's) is used and left running;

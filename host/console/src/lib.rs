@@ -1,7 +1,7 @@
-//! The web console: a single-page app built from `web/` with Vite when this crate
-//! builds, embedded in the binary so `sluice serve` needs no second server or files
-//! beside it. The service serves these files under `/console/`; everything the app
-//! shows comes from the admin API.
+//! The web console: a single-page app built from `web/` with Vite into `dist/` (kept in
+//! the repository, so building needs no Node), embedded in the binary so `sluice serve`
+//! needs no second server or files beside it. The service serves these files under
+//! `/console/`; everything the app shows comes from the admin API.
 
 include!(concat!(env!("OUT_DIR"), "/files.rs"));
 
