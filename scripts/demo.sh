@@ -24,6 +24,13 @@ sluice=$CARGO_TARGET_DIR/debug/sluice
 bin_dir=${CARGO_HOME:-$HOME/.cargo}/bin
 mkdir -p "$bin_dir" && ln -sf "$sluice" "$bin_dir/sluice"
 echo "sluice is on PATH: $bin_dir/sluice -> $sluice"
+# Its bash completions and man pages, where bash-completion and man look in a user's
+# home (XDG data folder); other shells: `sluice completions zsh|fish|elvish|powershell`.
+data_dir=${XDG_DATA_HOME:-$HOME/.local/share}
+mkdir -p "$data_dir/bash-completion/completions"
+"$sluice" completions bash >"$data_dir/bash-completion/completions/sluice"
+"$sluice" manpages --out-dir "$data_dir/man/man1"
+echo "Completions: $data_dir/bash-completion/completions/sluice; man pages: $data_dir/man/man1 (man sluice)"
 rm -rf "$work" && mkdir -p "$work"
 module=$("$sluice" build transforms/gold-deals --out-dir "$work" --target-dir "$CARGO_TARGET_DIR/guests")
 echo "Transform component: $module ($(stat -c %s "$module") bytes)"

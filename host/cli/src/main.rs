@@ -7,7 +7,7 @@ mod report;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::sync::Arc;
 
 use sluice_pipeline::{
@@ -151,6 +151,20 @@ enum Command {
         #[arg(long)]
         sdk_dir: Option<PathBuf>,
     },
+    /// Print the completion script of a shell: `source <(sluice completions bash)`, or
+    /// save it where the shell loads completions from (for bash,
+    /// `~/.local/share/bash-completion/completions/sluice`).
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages, `sluice.1` and one per subcommand (`sluice-run.1`, ...), into
+    /// a directory; `man -M` or `MANPATH` then finds them under its parent's `man1`.
+    Manpages {
+        /// The directory to write into; created when missing.
+        #[arg(long)]
+        out_dir: PathBuf,
+    },
     /// Compiles one module for a parent `sluice` within a memory limit; the parent
     /// kills it past its deadline. Not for people.
     #[command(hide = true, name = "compile-worker")]
@@ -226,6 +240,26 @@ fn start() -> anyhow::Result<()> {
             eprintln!("{error}");
         }
         std::process::exit(status);
+    }
+    match &command {
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut public_command(),
+                "sluice",
+                &mut std::io::stdout(),
+            );
+            return Ok(());
+        }
+        Command::Manpages { out_dir } => {
+            std::fs::create_dir_all(out_dir)
+                .with_context(|| format!("cannot create {}", out_dir.display()))?;
+            clap_mangen::generate_to(public_command(), out_dir).with_context(|| {
+                format!("cannot write the man pages into {}", out_dir.display())
+            })?;
+            return Ok(());
+        }
+        _ => {}
     }
     // Every module this process compiles is compiled by a worker: itself, started again.
     sluice_engine::isolate_compiles(sluice_engine::CompileWorker {
@@ -479,10 +513,25 @@ async fn run(command: Command) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::CompileWorker { .. } => {
-            anyhow::bail!("compile-worker runs before the runtime starts")
+        Command::CompileWorker { .. } | Command::Completions { .. } | Command::Manpages { .. } => {
+            anyhow::bail!("this command runs before the runtime starts")
         }
     }
+}
+
+/// The command as people see it: without the hidden compile worker, which shells'
+/// completions would otherwise offer.
+fn public_command() -> clap::Command {
+    let full = Cli::command();
+    let visible: Vec<clap::Command> = full
+        .get_subcommands()
+        .filter(|command| !command.is_hide_set())
+        .cloned()
+        .collect();
+    clap::Command::new("sluice")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(full.get_about().cloned().unwrap_or_default())
+        .subcommands(visible)
 }
 
 /// Parses a language name for `sluice init --lang`.

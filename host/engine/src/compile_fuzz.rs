@@ -6,7 +6,10 @@
 
 use std::path::Path;
 
-use sluice_fuzzing::{Gen, fuzz};
+use sluice_fuzzing::fuzz;
+use sluice_fuzzing::proptest::option;
+use sluice_fuzzing::proptest::prelude::*;
+use sluice_fuzzing::strategies::{byte_edits, list, size};
 
 use crate::error::{CompileLimit, EngineError};
 use crate::limits::InstanceLimits;
@@ -27,65 +30,107 @@ const LIMITS: ModuleShape = ModuleShape {
     core_instances: 4,
 };
 
-/// A core module in text, and the shape it was generated with.
-fn core_module(g: &mut Gen, shape: &mut ModuleShape) -> String {
-    let mut text = String::from("(core module");
-    let globals = g.size(16);
-    for i in 0..globals {
-        text.push_str(&format!(" (global (mut i32) (i32.const {i}))"));
-    }
-    let tables = g.size(3);
-    for _ in 0..tables {
-        text.push_str(&format!(" (table {} funcref)", g.size(64)));
-    }
-    let memories = usize::from(g.one_in(2));
-    for _ in 0..memories {
-        text.push_str(" (memory 0 1)");
-    }
-    let functions = g.size(16);
-    for _ in 0..functions {
-        let locals = g.size(48);
-        let depth = g.size(30);
-        text.push_str(" (func");
-        for _ in 0..locals {
-            text.push_str(" (local i64)");
-        }
-        for _ in 0..depth {
-            text.push_str(if g.one_in(2) { " (loop" } else { " (block" });
-        }
-        text.push_str(" nop");
-        text.push_str(&")".repeat(depth));
-        text.push(')');
-        shape.locals_per_function = shape.locals_per_function.max(locals as u64);
-        shape.nesting_depth = shape.nesting_depth.max(depth);
-    }
-    text.push(')');
-    shape.globals_per_module = shape.globals_per_module.max(globals);
-    shape.tables_per_module = shape.tables_per_module.max(tables);
-    shape.memories_per_module = shape.memories_per_module.max(memories);
-    shape.functions_per_module = shape.functions_per_module.max(functions);
-    text
+/// A core module to generate: its globals, the sizes of its tables, whether it has a
+/// memory, and its functions.
+#[derive(Clone, Debug)]
+struct CoreModule {
+    globals: usize,
+    tables: Vec<usize>,
+    memory: bool,
+    functions: Vec<Function>,
 }
 
-/// A component of generated core modules, each instantiated some times; and the shape
-/// it was generated with (function sizes and types aside).
-fn component(g: &mut Gen) -> (Vec<u8>, ModuleShape) {
-    let mut shape = ModuleShape::default();
-    let modules = 1 + g.size(3);
-    let mut text = String::from("(component");
-    for _ in 0..modules {
-        text.push(' ');
-        text.push_str(&core_module(g, &mut shape));
-    }
-    for module in 0..modules {
-        for _ in 0..g.size(3) {
-            text.push_str(&format!(" (core instance (instantiate {module}))"));
-            shape.core_instances += 1;
+/// A function: its locals, and its nested blocks, outermost first (`true` a loop).
+#[derive(Clone, Debug)]
+struct Function {
+    locals: usize,
+    blocks: Vec<bool>,
+}
+
+/// A component: its core modules, each with how many times it is instantiated.
+#[derive(Clone, Debug)]
+struct Component {
+    modules: Vec<(CoreModule, usize)>,
+}
+
+fn core_module() -> impl Strategy<Value = CoreModule> + Clone {
+    let function = (size(48), list(any::<bool>(), 30))
+        .prop_map(|(locals, blocks)| Function { locals, blocks });
+    (
+        size(16),
+        list(size(64), 3),
+        any::<bool>(),
+        list(function, 16),
+    )
+        .prop_map(|(globals, tables, memory, functions)| CoreModule {
+            globals,
+            tables,
+            memory,
+            functions,
+        })
+}
+
+fn component() -> impl Strategy<Value = Component> {
+    let module = (core_module(), size(3));
+    (module.clone(), list(module, 3)).prop_map(|(first, rest)| Component {
+        modules: std::iter::once(first).chain(rest).collect(),
+    })
+}
+
+impl CoreModule {
+    /// The module in text; `shape` grows to take it in.
+    fn text(&self, shape: &mut ModuleShape) -> String {
+        let mut text = String::from("(core module");
+        for i in 0..self.globals {
+            text.push_str(&format!(" (global (mut i32) (i32.const {i}))"));
         }
+        for entries in &self.tables {
+            text.push_str(&format!(" (table {entries} funcref)"));
+        }
+        if self.memory {
+            text.push_str(" (memory 0 1)");
+        }
+        for function in &self.functions {
+            text.push_str(" (func");
+            text.push_str(&" (local i64)".repeat(function.locals));
+            for &looped in &function.blocks {
+                text.push_str(if looped { " (loop" } else { " (block" });
+            }
+            text.push_str(" nop");
+            text.push_str(&")".repeat(function.blocks.len()));
+            text.push(')');
+            shape.locals_per_function = shape.locals_per_function.max(function.locals as u64);
+            shape.nesting_depth = shape.nesting_depth.max(function.blocks.len());
+        }
+        text.push(')');
+        shape.globals_per_module = shape.globals_per_module.max(self.globals);
+        shape.tables_per_module = shape.tables_per_module.max(self.tables.len());
+        shape.memories_per_module = shape.memories_per_module.max(usize::from(self.memory));
+        shape.functions_per_module = shape.functions_per_module.max(self.functions.len());
+        text
     }
-    text.push(')');
-    shape.core_modules = modules;
-    (wat::parse_str(&text).expect("generated text parses"), shape)
+}
+
+impl Component {
+    /// The component in binary, and the shape it was generated with (function sizes
+    /// and types aside).
+    fn bytes(&self) -> (Vec<u8>, ModuleShape) {
+        let mut shape = ModuleShape::default();
+        let mut text = String::from("(component");
+        for (module, _) in &self.modules {
+            text.push(' ');
+            text.push_str(&module.text(&mut shape));
+        }
+        for (index, (_, instances)) in self.modules.iter().enumerate() {
+            for _ in 0..*instances {
+                text.push_str(&format!(" (core instance (instantiate {index}))"));
+                shape.core_instances += 1;
+            }
+        }
+        text.push(')');
+        shape.core_modules = self.modules.len();
+        (wat::parse_str(&text).expect("generated text parses"), shape)
+    }
 }
 
 /// The limit a generated shape passes first, in [`ModuleShape::excess`]'s order, for
@@ -110,13 +155,14 @@ fn fuzz_the_compile_path() {
     })
     .unwrap();
     let mut refused = 0u64;
-    let report = fuzz("compile-path", |g| {
-        let (bytes, shape) = component(g);
-        let mutated = g.one_in(4);
-        let bytes = if mutated {
-            g.mutate_bytes(&bytes)
-        } else {
-            bytes
+    // A quarter of the components have their bytes edited.
+    let case = (component(), option::weighted(0.25, byte_edits()));
+    let report = fuzz("compile-path", case, |(component, edits)| {
+        let (bytes, shape) = component.bytes();
+        let mutated = edits.is_some();
+        let bytes = match edits {
+            Some(edits) => edits.apply(&bytes),
+            None => bytes,
         };
         let result = engine.load_bytes(
             "fuzz",

@@ -12,7 +12,12 @@ use delta_kernel::arrow::array::{
 };
 use delta_kernel::arrow::datatypes::{DataType, Field, Fields, Schema, TimeUnit};
 use delta_kernel::arrow::record_batch::RecordBatch;
-use sluice_fuzzing::{Gen, fuzz};
+use sluice_fuzzing::fuzz;
+use sluice_fuzzing::proptest::collection::vec;
+use sluice_fuzzing::proptest::option;
+use sluice_fuzzing::proptest::prelude::*;
+use sluice_fuzzing::proptest::sample::select;
+use sluice_fuzzing::strategies::{index, integer, list, size, text};
 use sluice_model::helpers::{CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION};
 use wasmtime::component::Resource;
 
@@ -94,173 +99,221 @@ fn batch() -> RecordBatch {
     RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).unwrap()
 }
 
-fn rows(g: &mut Gen) -> Vec<u32> {
-    let len = g.size(ROWS);
-    (0..len).map(|_| g.index(ROWS) as u32).collect()
+fn rows() -> impl Strategy<Value = Vec<u32>> + Clone {
+    list(index(ROWS), ROWS)
 }
 
-fn scalar(g: &mut Gen) -> wit::Scalar {
-    match g.below(5) {
-        0 => wit::Scalar::Null,
-        1 => wit::Scalar::Boolean(g.one_in(2)),
-        2 => wit::Scalar::Integer(g.i64()),
-        3 => wit::Scalar::Float(f64::from_bits(g.u64())),
-        _ => wit::Scalar::Text(g.text(&["o1", "closedwon"])),
-    }
+fn scalar() -> impl Strategy<Value = wit::Scalar> + Clone {
+    prop_oneof![
+        Just(wit::Scalar::Null),
+        any::<bool>().prop_map(wit::Scalar::Boolean),
+        integer().prop_map(wit::Scalar::Integer),
+        any::<u64>().prop_map(|bits| wit::Scalar::Float(f64::from_bits(bits))),
+        text(&["o1", "closedwon"]).prop_map(wit::Scalar::Text),
+    ]
 }
 
-fn field_value(g: &mut Gen) -> wit::FieldValue {
-    match g.below(6) {
-        0 => wit::FieldValue::Column(g.text(COLUMNS)),
-        1 => wit::FieldValue::Substring(wit::Substring {
-            column: g.text(COLUMNS),
-            pos: g.u64() as u32 % 40,
-            len: if g.one_in(4) {
-                u32::MAX
-            } else {
-                g.below(30) as u32
+fn field_value() -> impl Strategy<Value = wit::FieldValue> + Clone {
+    let substring = (
+        text(COLUMNS),
+        0..40u32,
+        prop_oneof![3 => 0..30u32, 1 => Just(u32::MAX)],
+    )
+        .prop_map(|(column, pos, len)| wit::Substring { column, pos, len });
+    prop_oneof![
+        text(COLUMNS).prop_map(wit::FieldValue::Column),
+        substring.prop_map(wit::FieldValue::Substring),
+        scalar().prop_map(wit::FieldValue::Constant),
+        Just(wit::FieldValue::ChangeType),
+        Just(wit::FieldValue::CommitVersion),
+        Just(wit::FieldValue::CommitTimestamp),
+    ]
+}
+
+fn encode_spec() -> impl Strategy<Value = wit::EncodeSpec> {
+    let json_field =
+        (text(COLUMNS), field_value()).prop_map(|(name, value)| wit::JsonField { name, value });
+    let value = prop_oneof![
+        list(json_field, crate::budget::MAX_ENCODED_FIELDS.min(64))
+            .prop_map(wit::ValueEncoding::Json),
+        Just(wit::ValueEncoding::JsonRow),
+        Just(wit::ValueEncoding::Tombstone),
+    ];
+    (
+        rows(),
+        option::of(field_value()),
+        value,
+        any::<bool>(),
+        option::weighted(0.25, text(&["other"])),
+        list((text(&["op"]), field_value()), 8),
+    )
+        .prop_map(
+            |(rows, key, value, delete_as_tombstone, topic, headers)| wit::EncodeSpec {
+                rows,
+                key,
+                value,
+                delete_as_tombstone,
+                topic,
+                headers,
             },
-        }),
-        2 => wit::FieldValue::Constant(scalar(g)),
-        3 => wit::FieldValue::ChangeType,
-        4 => wit::FieldValue::CommitVersion,
-        _ => wit::FieldValue::CommitTimestamp,
-    }
+        )
 }
 
-fn encode_spec(g: &mut Gen) -> wit::EncodeSpec {
-    wit::EncodeSpec {
-        rows: rows(g),
-        key: g.one_in(2).then(|| field_value(g)),
-        value: match g.below(3) {
-            0 => wit::ValueEncoding::Json(
-                (0..g.size(crate::budget::MAX_ENCODED_FIELDS.min(64)))
-                    .map(|_| wit::JsonField {
-                        name: g.text(COLUMNS),
-                        value: field_value(g),
-                    })
-                    .collect(),
-            ),
-            1 => wit::ValueEncoding::JsonRow,
-            _ => wit::ValueEncoding::Tombstone,
-        },
-        delete_as_tombstone: g.one_in(2),
-        topic: g.one_in(4).then(|| g.text(&["other"])),
-        headers: (0..g.size(8))
-            .map(|_| (g.text(&["op"]), field_value(g)))
-            .collect(),
-    }
+/// A length in packed records: usually small, sometimes negative or huge.
+fn length() -> impl Strategy<Value = i32> + Clone {
+    prop_oneof![4 => 0..12i32, 1 => Just(-1), 1 => Just(i32::MIN), 1 => Just(i32::MAX)]
 }
 
-fn list<T>(g: &mut Gen, bound: usize, mut item: impl FnMut(&mut Gen) -> T) -> Vec<T> {
-    (0..g.size(bound)).map(|_| item(g)).collect()
+fn packed() -> impl Strategy<Value = wit::PackedRecords> {
+    size(ROWS).prop_flat_map(|records| {
+        let lists = (
+            list(any::<u8>(), 256),
+            vec(index(ROWS), records),
+            list(length(), records),
+            list(length(), records),
+            list(text(&["t"]), 3),
+            list(index(4), records),
+        );
+        let more = (
+            list(any::<i32>(), records),
+            list(text(&["h"]), 3),
+            list(index(3), records),
+            list(index(4), records * 2),
+            list(index(8), records * 2),
+        );
+        (lists, more).prop_map(
+            |(
+                (data, source_rows, key_lengths, value_lengths, topics, topic_indexes),
+                (
+                    partitions,
+                    header_names,
+                    header_counts,
+                    header_name_indexes,
+                    header_value_lengths,
+                ),
+            )| wit::PackedRecords {
+                data,
+                source_rows,
+                key_lengths,
+                value_lengths,
+                topics,
+                topic_indexes,
+                partitions,
+                header_names,
+                header_counts,
+                header_name_indexes,
+                header_value_lengths,
+            },
+        )
+    })
 }
 
-fn packed(g: &mut Gen) -> wit::PackedRecords {
-    let records = g.size(ROWS);
-    let length = |g: &mut Gen| match g.below(6) {
-        0 => -1,
-        1 => i32::MIN,
-        2 => i32::MAX,
-        _ => g.below(12) as i32,
-    };
-    wit::PackedRecords {
-        data: list(g, 256, |g| g.u64() as u8),
-        source_rows: (0..records).map(|_| g.index(ROWS) as u32).collect(),
-        key_lengths: (0..g.size(records)).map(|_| length(g)).collect(),
-        value_lengths: (0..g.size(records)).map(|_| length(g)).collect(),
-        topics: list(g, 3, |g| g.text(&["t"])),
-        topic_indexes: list(g, records, |g| g.index(4) as u32),
-        partitions: list(g, records, |g| g.u64() as i32),
-        header_names: list(g, 3, |g| g.text(&["h"])),
-        header_counts: list(g, records, |g| g.index(3) as u32),
-        header_name_indexes: list(g, records * 2, |g| g.index(4) as u32),
-        header_value_lengths: list(g, records * 2, |g| g.index(8) as u32),
-    }
+fn output_record() -> impl Strategy<Value = wit::OutputRecord> + Clone {
+    let header =
+        (text(&["h"]), list(any::<u8>(), 16)).prop_map(|(key, value)| wit::Header { key, value });
+    (
+        index(ROWS),
+        option::weighted(0.25, text(&["t"])),
+        option::weighted(0.25, any::<i32>()),
+        option::of(list(any::<u8>(), 64)),
+        option::of(size(8 * 1024).prop_map(|len| vec![b'v'; len])),
+        list(header, 4),
+    )
+        .prop_map(
+            |(source_row, topic, partition, key, value, headers)| wit::OutputRecord {
+                source_row,
+                topic,
+                partition,
+                key,
+                value,
+                headers,
+            },
+        )
 }
 
-fn output_record(g: &mut Gen) -> wit::OutputRecord {
-    wit::OutputRecord {
-        source_row: g.index(ROWS) as u32,
-        topic: g.one_in(4).then(|| g.text(&["t"])),
-        partition: g.one_in(4).then(|| g.u64() as i32),
-        key: g.one_in(2).then(|| list(g, 64, |g| g.u64() as u8)),
-        value: g.one_in(2).then(|| vec![b'v'; g.size(8 * 1024)]),
-        headers: list(g, 4, |g| wit::Header {
-            key: g.text(&["h"]),
-            value: list(g, 16, |g| g.u64() as u8),
-        }),
-    }
+/// One host call and its arguments.
+#[derive(Clone, Debug)]
+enum Call {
+    Columns(Vec<String>),
+    ArrowIpc,
+    /// `change-types`, `commit-versions` and `commit-timestamps`, one after another.
+    ChangeMetadata,
+    SelectChangeTypes(Vec<wit::ChangeType>, Option<Vec<u32>>),
+    SelectWhere(wit::Predicate, Option<Vec<u32>>),
+    EmitEncoded(wit::EncodeSpec),
+    EmitPacked(wit::PackedRecords),
+    Emit(Vec<wit::OutputRecord>),
+    Reject(u32, String),
+    Log(String),
 }
 
-fn change_type(g: &mut Gen) -> wit::ChangeType {
-    *g.pick(&[
+fn call() -> impl Strategy<Value = Call> {
+    let change_type = select(&[
         wit::ChangeType::Insert,
         wit::ChangeType::UpdatePreimage,
         wit::ChangeType::UpdatePostimage,
         wit::ChangeType::Delete,
-    ])
+    ]);
+    let comparison = select(&[
+        wit::Comparison::Equal,
+        wit::Comparison::NotEqual,
+        wit::Comparison::Less,
+        wit::Comparison::LessOrEqual,
+        wit::Comparison::Greater,
+        wit::Comparison::GreaterOrEqual,
+        wit::Comparison::IsNull,
+        wit::Comparison::IsNotNull,
+    ]);
+    let predicate = (text(COLUMNS), comparison, scalar())
+        .prop_map(|(column, op, value)| wit::Predicate { column, op, value });
+    prop_oneof![
+        1 => list(text(COLUMNS), 8).prop_map(Call::Columns),
+        1 => Just(Call::ArrowIpc),
+        1 => Just(Call::ChangeMetadata),
+        1 => (list(change_type, 4), option::of(rows()))
+            .prop_map(|(types, within)| Call::SelectChangeTypes(types, within)),
+        1 => (predicate, option::of(rows()))
+            .prop_map(|(predicate, within)| Call::SelectWhere(predicate, within)),
+        2 => encode_spec().prop_map(Call::EmitEncoded),
+        1 => packed().prop_map(Call::EmitPacked),
+        1 => list(output_record(), 16).prop_map(Call::Emit),
+        1 => (index(ROWS), text(&["bad row"])).prop_map(|(row, message)| Call::Reject(row, message)),
+        1 => text(&["hello"]).prop_map(Call::Log),
+    ]
 }
 
-/// One host call with generated arguments; `Err` is a trap.
-fn call(g: &mut Gen, state: &mut HostState, rep: u32) -> wasmtime::Result<()> {
-    let handle = || Resource::<BatchState>::new_borrow(rep);
-    match g.below(11) {
-        0 => {
-            let names = list(g, 8, |g| g.text(COLUMNS));
-            let _ = state.columns(handle(), names)?;
+impl Call {
+    /// Makes the call on the batch `rep`; `Err` is a trap.
+    fn make(self, state: &mut HostState, rep: u32) -> wasmtime::Result<()> {
+        let handle = || Resource::<BatchState>::new_borrow(rep);
+        match self {
+            Call::Columns(names) => {
+                let _ = state.columns(handle(), names)?;
+            }
+            Call::ArrowIpc => {
+                state.arrow_ipc(handle())?;
+            }
+            Call::ChangeMetadata => {
+                state.change_types(handle())?;
+                state.commit_versions(handle())?;
+                state.commit_timestamps(handle())?;
+            }
+            Call::SelectChangeTypes(types, within) => {
+                state.select_change_types(handle(), types, within)?;
+            }
+            Call::SelectWhere(predicate, within) => {
+                let _ = state.select_where(handle(), predicate, within)?;
+            }
+            Call::EmitEncoded(spec) => {
+                let _ = state.emit_encoded(handle(), spec)?;
+            }
+            Call::EmitPacked(packed) => state.emit_packed(handle(), packed)?,
+            Call::Emit(records) => state.emit(handle(), records)?,
+            Call::Reject(row, message) => state.reject(handle(), row, message)?,
+            Call::Log(message) => state.log(wit::LogLevel::Info, message)?,
         }
-        1 => {
-            state.arrow_ipc(handle())?;
-        }
-        2 => {
-            state.change_types(handle())?;
-            state.commit_versions(handle())?;
-            state.commit_timestamps(handle())?;
-        }
-        3 => {
-            let types = list(g, 4, change_type);
-            let within = g.one_in(2).then(|| rows(g));
-            state.select_change_types(handle(), types, within)?;
-        }
-        4 => {
-            let predicate = wit::Predicate {
-                column: g.text(COLUMNS),
-                op: *g.pick(&[
-                    wit::Comparison::Equal,
-                    wit::Comparison::NotEqual,
-                    wit::Comparison::Less,
-                    wit::Comparison::LessOrEqual,
-                    wit::Comparison::Greater,
-                    wit::Comparison::GreaterOrEqual,
-                    wit::Comparison::IsNull,
-                    wit::Comparison::IsNotNull,
-                ]),
-                value: scalar(g),
-            };
-            let within = g.one_in(2).then(|| rows(g));
-            let _ = state.select_where(handle(), predicate, within)?;
-        }
-        5 | 6 => {
-            let spec = encode_spec(g);
-            let _ = state.emit_encoded(handle(), spec)?;
-        }
-        7 => state.emit_packed(handle(), packed(g))?,
-        8 => {
-            let records = list(g, 16, output_record);
-            state.emit(handle(), records)?;
-        }
-        9 => {
-            let row = g.index(ROWS) as u32;
-            let message = g.text(&["bad row"]);
-            state.reject(handle(), row, message)?;
-        }
-        _ => {
-            let message = g.text(&["hello"]);
-            state.log(wit::LogLevel::Info, message)?;
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[test]
@@ -273,15 +326,15 @@ fn fuzz_host_calls() {
         ..InstanceLimits::default()
     };
     let mut traps = 0u64;
-    fuzz("host-calls", |g| {
+    fuzz("host-calls", vec(call(), 1..=8), |calls| {
         let mut state = HostState::new(&limits, "fuzzed", None, std::sync::Arc::default());
         let handle = state
             .table
             .push(BatchState::new(batch.clone(), OUTPUT_CAP))
             .unwrap();
         let rep = handle.rep();
-        for _ in 0..1 + g.below(8) {
-            if let Err(trap) = call(g, &mut state, rep) {
+        for call in calls {
+            if let Err(trap) = call.make(&mut state, rep) {
                 assert!(
                     trap.downcast_ref::<HostLimitExceeded>().is_some(),
                     "a host call failed with something else than a host limit: {trap:#}"

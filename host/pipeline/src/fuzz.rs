@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use sluice_fuzzing::strategies::mutated_toml;
 use sluice_fuzzing::{corpus, fuzz};
 
 use crate::config::PipelineConfig;
@@ -53,9 +54,10 @@ fn fuzz_pipeline_config() {
         corpus(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/pipeline-config"));
     let base = tempfile::tempdir().unwrap();
     let mut read = 0u64;
-    fuzz("pipeline-config", |g| {
-        let text = g.mutated_toml_seed(&seeds, KEYS);
-        match PipelineConfig::parse(&text, base.path()) {
+    fuzz(
+        "pipeline-config",
+        mutated_toml(&seeds, KEYS),
+        |text| match PipelineConfig::parse(&text, base.path()) {
             Ok(config) => {
                 read += 1;
                 let _ = config.kafka_properties();
@@ -63,7 +65,7 @@ fn fuzz_pipeline_config() {
                 let _ = config.transform_params();
             }
             Err(message) => assert!(!message.is_empty(), "a refusal says why"),
-        }
-    });
+        },
+    );
     assert!(read > 0, "some mutated configs are still valid");
 }

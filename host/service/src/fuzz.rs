@@ -6,9 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::{Method, Request};
-use sluice_fuzzing::{Gen, corpus, fuzz};
+use sluice_fuzzing::proptest;
+use sluice_fuzzing::proptest::prelude::*;
+use sluice_fuzzing::strategies::{mutated_bytes, mutated_json, mutated_toml, text};
+use sluice_fuzzing::{corpus, fuzz};
 use tower::ServiceExt as _;
 
 use crate::config::ServeConfig;
@@ -93,8 +96,8 @@ fn fuzz_serve_config() {
     let seeds = corpus_of("serve-config");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("acme.password"), "hunter2").unwrap();
-    fuzz("serve-config", |g| {
-        let path = write(dir.path(), &g.mutated_toml_seed(&seeds, SERVE_KEYS));
+    fuzz("serve-config", mutated_toml(&seeds, SERVE_KEYS), |text| {
+        let path = write(dir.path(), &text);
         if let Err(e) = ServeConfig::load(&path) {
             assert!(!e.to_string().is_empty());
         }
@@ -110,9 +113,11 @@ fn fuzz_tenant_pipeline_config() {
         .collect();
     let dir = tempfile::tempdir().unwrap();
     let service = service(dir.path());
-    fuzz("tenant-pipeline-config", |g| {
-        let text = g.mutated_toml_seed(&seeds, PIPELINE_KEYS);
-        let name = g.text(&["deals", "a-b_c"]);
+    let case = (
+        mutated_toml(&seeds, PIPELINE_KEYS),
+        text(&["deals", "a-b_c"]),
+    );
+    fuzz("tenant-pipeline-config", case, |(text, name)| {
         if let Ok(config) = service.pipeline_config("acme", &name, &text, &"0".repeat(64)) {
             // What a tenant may not choose stays the service's.
             assert_eq!(config.pipeline.name, format!("acme.{name}"));
@@ -131,79 +136,82 @@ fn fuzz_tenant_pipeline_config() {
 }
 
 /// A request a client could send: a route of the API with a generated path, query,
-/// token and body (JSON bodies from the corpus, mutated, or bytes).
-fn request(g: &mut Gen, bodies: &[String]) -> Request<Body> {
-    let name = g.text(&["deals", "a-b_c", "../x", "%2e%2e"]);
-    let name: String = url_safe(&name);
-    let routes = [
-        (Method::PUT, format!("/v1/tenants/acme/pipelines/{name}")),
-        (
-            Method::POST,
-            format!("/v1/tenants/acme/pipelines/{name}/deploy"),
-        ),
-        (
-            Method::POST,
-            format!("/v1/tenants/acme/pipelines/{name}/pause"),
-        ),
-        (
-            Method::POST,
-            format!("/v1/tenants/acme/pipelines/{name}/resume"),
-        ),
-        (
-            Method::POST,
-            format!("/v1/tenants/acme/pipelines/{name}/rollback"),
-        ),
-        (Method::DELETE, format!("/v1/tenants/acme/pipelines/{name}")),
-        (Method::GET, format!("/v1/tenants/acme/pipelines/{name}")),
-        (
-            Method::GET,
-            format!(
-                "/v1/tenants/acme/pipelines/{name}/logs?follow={}",
-                url_safe(&g.text(&["false", "1"]))
-            ),
-        ),
-        (
-            Method::POST,
-            format!(
-                "/v1/tenants/acme/modules?name={}",
-                url_safe(&g.text(&["m"]))
-            ),
-        ),
-        (
-            Method::GET,
-            format!(
-                "/v1/tenants/{}/modules",
-                url_safe(&g.text(&["acme", "globex"]))
-            ),
-        ),
-    ];
-    let (method, path) = g.pick(&routes).clone();
-    let seed = g.pick(bodies).clone();
-    let body = match g.below(4) {
-        0 => g.mutate_bytes(b"\0asm\x0d\0\x01\0"),
-        1 => g.mutate_bytes(seed.as_bytes()),
-        _ => {
-            let mut body: serde_json::Value = serde_json::from_str(&seed).unwrap();
-            for _ in 0..1 + g.below(3) {
-                g.mutate_json(&mut body, &["config", "module", "sample_rows"]);
+/// token and body.
+#[derive(Clone, Debug)]
+struct ApiRequest {
+    method: Method,
+    path: String,
+    token: String,
+    json: bool,
+    body: Bytes,
+}
+
+/// [`ApiRequest`]s, their bodies JSON from the corpus (mutated) or bytes.
+fn api_request(bodies: &[String]) -> impl Strategy<Value = ApiRequest> {
+    let route = (
+        0..10usize,
+        text(&["deals", "a-b_c", "../x", "%2e%2e"]),
+        text(&["false", "1"]),
+        text(&["m"]),
+        text(&["acme", "globex"]),
+    )
+        .prop_map(|(route, name, follow, module, tenant)| {
+            let name = url_safe(&name);
+            let pipeline = format!("/v1/tenants/acme/pipelines/{name}");
+            match route {
+                0 => (Method::PUT, pipeline),
+                1 => (Method::POST, format!("{pipeline}/deploy")),
+                2 => (Method::POST, format!("{pipeline}/pause")),
+                3 => (Method::POST, format!("{pipeline}/resume")),
+                4 => (Method::POST, format!("{pipeline}/rollback")),
+                5 => (Method::DELETE, pipeline),
+                6 => (Method::GET, pipeline),
+                7 => (
+                    Method::GET,
+                    format!("{pipeline}/logs?follow={}", url_safe(&follow)),
+                ),
+                8 => (
+                    Method::POST,
+                    format!("/v1/tenants/acme/modules?name={}", url_safe(&module)),
+                ),
+                _ => (
+                    Method::GET,
+                    format!("/v1/tenants/{}/modules", url_safe(&tenant)),
+                ),
             }
-            body.to_string().into_bytes()
+        });
+    let token = prop_oneof![
+        3 => Just(ACME_TOKEN.to_string()),
+        1 => Just(String::new()),
+        1 => Just(OPERATOR_TOKEN.to_string()),
+        1 => text(&[ACME_TOKEN]).prop_map(|token| url_safe(&token)),
+    ];
+    let body = prop_oneof![
+        3 => mutated_json(bodies, &["config", "module", "sample_rows"]).prop_map(Bytes::from),
+        1 => mutated_bytes(b"\0asm\x0d\0\x01\0").prop_map(Bytes::from),
+    ];
+    (route, token, proptest::bool::weighted(7.0 / 8.0), body).prop_map(
+        |((method, path), token, json, body)| ApiRequest {
+            method,
+            path,
+            token,
+            json,
+            body,
+        },
+    )
+}
+
+impl ApiRequest {
+    fn request(self) -> Request<Body> {
+        let mut builder = Request::builder().method(self.method).uri(self.path);
+        if self.json {
+            builder = builder.header("Content-Type", "application/json");
         }
-    };
-    let token = match g.below(6) {
-        0 => String::new(),
-        1 => OPERATOR_TOKEN.to_string(),
-        2 => url_safe(&g.text(&[ACME_TOKEN])),
-        _ => ACME_TOKEN.to_string(),
-    };
-    let mut builder = Request::builder().method(method).uri(path);
-    if !g.one_in(8) {
-        builder = builder.header("Content-Type", "application/json");
+        if !self.token.is_empty() {
+            builder = builder.header("Authorization", format!("Bearer {}", self.token));
+        }
+        builder.body(Body::from(self.body)).unwrap()
     }
-    if !token.is_empty() {
-        builder = builder.header("Authorization", format!("Bearer {token}"));
-    }
-    builder.body(Body::from(body)).unwrap()
 }
 
 /// `text` with what a URL path cannot hold percent-encoded.
@@ -227,8 +235,8 @@ fn fuzz_admin_api_requests() {
         .build()
         .unwrap();
     let router = crate::api::router(service);
-    fuzz("admin-api", |g| {
-        let request = request(g, &bodies);
+    fuzz("admin-api", api_request(&bodies), |request| {
+        let request = request.request();
         let what = format!("{} {}", request.method(), request.uri());
         let response = runtime.block_on(router.clone().oneshot(request)).unwrap();
         let status = response.status();

@@ -33,6 +33,7 @@ mod service_cluster;
 mod service_restart;
 mod service_swap;
 mod service_tenants;
+mod shell;
 mod spark_tables;
 mod start_positions;
 mod transaction_timeout;

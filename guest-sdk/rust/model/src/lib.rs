@@ -8,12 +8,12 @@
 //! Wasm. Nothing here depends on more than Arrow's core crates.
 
 mod column;
+#[cfg(test)]
+mod conformance_tests;
 pub mod helpers;
 mod json;
 mod number;
 mod packed;
-#[cfg(test)]
-mod conformance_tests;
 mod text;
 mod time;
 mod value;

@@ -298,73 +298,157 @@ impl PackedRecords {
 
 #[cfg(test)]
 mod tests {
-    use sluice_fuzzing::{Gen, fuzz};
+    use sluice_fuzzing::fuzz;
+    use sluice_fuzzing::proptest::collection::vec;
+    use sluice_fuzzing::proptest::option;
+    use sluice_fuzzing::proptest::prelude::*;
+    use sluice_fuzzing::proptest::sample::{Index, select};
+    use sluice_fuzzing::strategies::{list, text};
 
     use super::*;
 
-    fn record(g: &mut Gen, rows: u32) -> Record {
-        let bytes = |g: &mut Gen| (0..g.size(32)).map(|_| g.u64() as u8).collect::<Vec<u8>>();
-        Record {
-            source_row: g.below(rows as usize) as u32,
-            topic: g.one_in(3).then(|| g.text(&["t1", "t2"])),
-            partition: g.one_in(3).then(|| g.below(1000) as i32),
-            key: g.one_in(2).then(|| bytes(g)),
-            value: g.one_in(2).then(|| bytes(g)),
-            headers: (0..g.size(3))
-                .map(|_| (g.text(&["op", "id"]), bytes(g)))
-                .collect(),
+    /// A record whose source row is within a batch of at most 50 rows.
+    fn record() -> impl Strategy<Value = Record> + Clone {
+        let bytes = || list(any::<u8>(), 32);
+        (
+            0..50u32,
+            option::weighted(1.0 / 3.0, text(&["t1", "t2"])),
+            option::weighted(1.0 / 3.0, 0..1000i32),
+            option::of(bytes()),
+            option::of(bytes()),
+            list((text(&["op", "id"]), bytes()), 3),
+        )
+            .prop_map(
+                |(source_row, topic, partition, key, value, headers)| Record {
+                    source_row,
+                    topic,
+                    partition,
+                    key,
+                    value,
+                    headers,
+                },
+            )
+    }
+
+    /// One of the packed lists, changed: an entry added, removed or replaced (by a
+    /// number cut to the list's type and, for lengths and indexes, to a likely range).
+    #[derive(Clone, Debug)]
+    struct Corruption {
+        list: &'static str,
+        edit: Edit,
+        number: u64,
+    }
+
+    #[derive(Clone, Debug)]
+    enum Edit {
+        Push,
+        Pop,
+        Replace(Index),
+    }
+
+    const LISTS: &[&str] = &[
+        "data",
+        "source_rows",
+        "key_lengths",
+        "value_lengths",
+        "topics",
+        "topic_indexes",
+        "partitions",
+        "header_names",
+        "header_counts",
+        "header_name_indexes",
+        "header_value_lengths",
+    ];
+
+    fn corruption() -> impl Strategy<Value = Corruption> {
+        let edit = prop_oneof![
+            Just(Edit::Push),
+            Just(Edit::Pop),
+            any::<Index>().prop_map(Edit::Replace),
+        ];
+        (select(LISTS), edit, any::<u64>()).prop_map(|(list, edit, number)| Corruption {
+            list,
+            edit,
+            number,
+        })
+    }
+
+    impl Corruption {
+        fn apply(&self, packed: &mut PackedRecords) {
+            fn edit<T: Clone>(edit: &Edit, list: &mut Vec<T>, new: T) {
+                match edit {
+                    Edit::Push => list.push(new),
+                    Edit::Pop => {
+                        list.pop();
+                    }
+                    Edit::Replace(at) if !list.is_empty() => {
+                        let at = at.index(list.len());
+                        list[at] = new;
+                    }
+                    Edit::Replace(_) => {}
+                }
+            }
+            let (e, n) = (&self.edit, self.number);
+            match self.list {
+                "data" => edit(e, &mut packed.data, n as u8),
+                "source_rows" => edit(e, &mut packed.source_rows, n as u32),
+                "key_lengths" => edit(e, &mut packed.key_lengths, n as i32),
+                "value_lengths" => edit(e, &mut packed.value_lengths, n as i32 % 40),
+                "topics" => edit(e, &mut packed.topics, String::new()),
+                "topic_indexes" => edit(e, &mut packed.topic_indexes, n as u32 % 5),
+                "partitions" => edit(e, &mut packed.partitions, n as i32),
+                "header_names" => edit(e, &mut packed.header_names, String::new()),
+                "header_counts" => edit(e, &mut packed.header_counts, n as u32 % 4),
+                "header_name_indexes" => edit(e, &mut packed.header_name_indexes, n as u32 % 4),
+                _ => edit(e, &mut packed.header_value_lengths, n as u32 % 40),
+            }
         }
     }
 
-    /// One of the packed lists, changed: an entry added, removed or replaced.
-    fn corrupt(g: &mut Gen, packed: &mut PackedRecords) {
-        fn edit<T: Clone>(g: &mut Gen, list: &mut Vec<T>, new: T) {
-            match g.below(3) {
-                0 => list.push(new),
-                1 => {
-                    list.pop();
+    /// Records of a batch of `rows` rows, packed, then (half the time) one to three
+    /// corruptions of the packed lists.
+    #[derive(Debug)]
+    struct Case {
+        rows: u32,
+        records: Vec<Record>,
+        corruptions: Option<Vec<Corruption>>,
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        (
+            1..=50u32,
+            list(record(), 20),
+            option::of(vec(corruption(), 1..=3)),
+        )
+            .prop_map(|(rows, mut records, corruptions)| {
+                for record in &mut records {
+                    record.source_row %= rows;
                 }
-                _ if !list.is_empty() => {
-                    let at = g.below(list.len());
-                    list[at] = new;
+                Case {
+                    rows,
+                    records,
+                    corruptions,
                 }
-                _ => {}
-            }
-        }
-        let number = g.u64();
-        match g.below(11) {
-            0 => edit(g, &mut packed.data, number as u8),
-            1 => edit(g, &mut packed.source_rows, number as u32),
-            2 => edit(g, &mut packed.key_lengths, number as i32),
-            3 => edit(g, &mut packed.value_lengths, number as i32 % 40),
-            4 => edit(g, &mut packed.topics, String::new()),
-            5 => edit(g, &mut packed.topic_indexes, number as u32 % 5),
-            6 => edit(g, &mut packed.partitions, number as i32),
-            7 => edit(g, &mut packed.header_names, String::new()),
-            8 => edit(g, &mut packed.header_counts, number as u32 % 4),
-            9 => edit(g, &mut packed.header_name_indexes, number as u32 % 4),
-            _ => edit(g, &mut packed.header_value_lengths, number as u32 % 40),
-        }
+            })
     }
 
     #[test]
     fn fuzz_packed_records() {
-        fuzz("packed-records", |g| {
-            let rows = 1 + g.below(50) as u32;
-            let records: Vec<Record> = (0..g.size(20)).map(|_| record(g, rows)).collect();
+        fuzz("packed-records", case(), |case| {
             let mut packed = PackedRecords::default();
-            for record in &records {
+            for record in &case.records {
                 packed.push(record);
             }
-            if g.one_in(2) {
-                assert_eq!(packed.unpack(rows).expect("packed records unpack"), records);
+            let Some(corruptions) = case.corruptions else {
+                let unpacked = packed.unpack(case.rows).expect("packed records unpack");
+                assert_eq!(unpacked, case.records);
                 return;
-            }
-            for _ in 0..1 + g.below(3) {
-                corrupt(g, &mut packed);
+            };
+            for corruption in &corruptions {
+                corruption.apply(&mut packed);
             }
             // Malformed lists are refused with a reason, never a panic.
-            if let Err(e) = packed.unpack(rows) {
+            if let Err(e) = packed.unpack(case.rows) {
                 assert!(!e.0.is_empty());
             }
         });
