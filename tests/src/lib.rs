@@ -357,6 +357,8 @@ pub struct Extra<'a> {
     pub sink: &'a str,
     /// TOML lines for `[sink.kafka]`, after `bootstrap.servers`.
     pub kafka: &'a str,
+    /// TOML lines for `[state]`; the pipeline keeps no state when `None`.
+    pub state: Option<&'a str>,
 }
 
 /// A pipeline config file in a temporary directory; the pipeline is named after its
@@ -411,6 +413,7 @@ connect_timeout = "10s"
 [sink.kafka]
 "bootstrap.servers" = "{bootstrap}"
 {kafka}
+{state}
 "#,
             table = table.display(),
             module = module.display(),
@@ -419,6 +422,9 @@ connect_timeout = "10s"
             params = extra.params,
             sink = extra.sink,
             kafka = extra.kafka,
+            state = extra
+                .state
+                .map_or_else(String::new, |lines| format!("[state]\n{lines}")),
         );
         std::fs::write(&config, text).expect("the config is written");
         PipelineFiles { dir, config }
@@ -520,6 +526,23 @@ pub fn sluice_check(config: &Path) -> (bool, String) {
             String::from_utf8_lossy(&output.stderr)
         ),
     )
+}
+
+/// Waits until a `sluice run` whose log is `log` says it has started.
+pub fn wait_until_started(sluice: &mut Child, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains("Pipeline started.")
+    {
+        assert!(
+            sluice.try_wait().unwrap().is_none(),
+            "sluice exited: {}",
+            std::fs::read_to_string(log).unwrap()
+        );
+        assert!(Instant::now() < deadline, "sluice did not start in 60 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Runs the pipeline, expects it to fail, and returns its log.

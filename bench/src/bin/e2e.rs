@@ -177,6 +177,7 @@ impl Instance for NativeGoldDealsInstance {
         Ok(BatchOutput {
             records: out.records(),
             framed: Vec::new(),
+            state: Default::default(),
             rejected: out
                 .rejected()
                 .iter()

@@ -1,5 +1,11 @@
 //! Generated bindings for each supported version of the WIT contract.
 
+/// The interface a `sluice:transform@1.2.0` module exports.
+pub const V1_2_EXPORT: &str = "sluice:transform/transformer@1.2.0";
+
+/// The interface a `sluice:transform@1.2.0` module imports to keep state.
+pub const V1_2_STATE_IMPORT: &str = "sluice:transform/state@1.2.0";
+
 /// The interface a `sluice:transform@1.1.0` module exports.
 pub const V1_1_EXPORT: &str = "sluice:transform/transformer@1.1.0";
 
@@ -12,10 +18,10 @@ pub const V0_1_EXPORT: &str = "sluice:transform/transformer@0.1.0";
 /// The prefix every version of the transformer interface shares.
 pub const TRANSFORMER_PREFIX: &str = "sluice:transform/transformer@";
 
-/// Bindings for `sluice:transform@1.1.0`, the batch resource backed by
-/// [`crate::state::BatchState`]. They run 1.0.0 modules too: wasmtime resolves names
-/// semver-compatibly, so a 1.0.0 module's imports link to the 1.1.0 host (a superset)
-/// and its `transformer@1.0.0` export is found as 1.1.0's.
+/// Bindings for `sluice:transform@1.2.0`, the batch resource backed by
+/// [`crate::state::BatchState`]. They run 1.0.0 and 1.1.0 modules too: wasmtime
+/// resolves names semver-compatibly, so an older module's imports link to the 1.2.0
+/// host (a superset) and its `transformer@1.x.0` export is found as 1.2.0's.
 pub mod v1 {
     wasmtime::component::bindgen!({
         path: "../../wit/transform.wit",

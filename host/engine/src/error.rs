@@ -186,6 +186,8 @@ pub enum TrapKind {
     /// (results past its memory cap, output past its output cap, arguments that
     /// multiply work past their bounds).
     HostLimit,
+    /// The module's state would grow past the pipeline's `[state]` limits.
+    StateLimit,
     /// The module panicked or hit `unreachable`.
     Panic,
     /// Any other trap.
@@ -199,6 +201,7 @@ impl std::fmt::Display for TrapKind {
             TrapKind::Memory => "memory limit exceeded",
             TrapKind::Fuel => "fuel budget exhausted",
             TrapKind::HostLimit => "host limit exceeded",
+            TrapKind::StateLimit => "state limit exceeded",
             TrapKind::Panic => "panic",
             TrapKind::Other => "trap",
         })
@@ -242,6 +245,15 @@ pub enum TransformError {
         /// The module's name.
         module: String,
         /// What was wrong.
+        message: String,
+    },
+    /// The pipeline's state could not be read for the module: the pipeline stops
+    /// instead of failing rows for it.
+    #[error("The state of transform module {module} could not be read: {message}")]
+    State {
+        /// The module's name.
+        module: String,
+        /// What failed.
         message: String,
     },
     /// The batch has a column the contract cannot carry.

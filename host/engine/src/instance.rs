@@ -12,9 +12,10 @@ use crate::budget::{HostLimitExceeded, MAX_MESSAGE_BYTES, OutputBudget, record_b
 use crate::contract::{v0_1, v1};
 use crate::convert;
 use crate::error::{EngineError, TransformError, TrapKind};
+use crate::keyed::{KeyedSession, StateChanges, StateError, StateScope};
 use crate::limits::{InstanceLimits, MAX_HANDLES, MemoryCapExceeded, TableCapExceeded};
 use crate::log::LogTap;
-use crate::state::{BatchState, HostState};
+use crate::state::{BatchState, HostState, Keyed};
 use crate::wasi::StderrTail;
 
 /// A record a transform made.
@@ -39,6 +40,8 @@ pub struct BatchOutput {
     pub framed: Vec<Framed>,
     /// The rows it rejected, in the order it rejected them.
     pub rejected: Vec<RejectedRow>,
+    /// What it changed in its keyed state, to commit with the records.
+    pub state: StateChanges,
 }
 
 /// A checked component, linked and ready to instantiate.
@@ -108,6 +111,7 @@ impl TransformInstance {
             module: module.to_string(),
             message: truncated(message, MAX_MESSAGE_BYTES),
         })?;
+        store.data_mut().keyed = Keyed::NotKept;
         Ok(TransformInstance {
             store,
             bindings,
@@ -119,8 +123,27 @@ impl TransformInstance {
     /// Transforms one batch of change rows (data columns plus `_change_type`,
     /// `_commit_version`, `_commit_timestamp`) into records and rejected rows.
     ///
-    /// After a [`TransformError::Trap`] the instance must be dropped.
+    /// After a [`TransformError::Trap`] the instance must be dropped. A module that
+    /// uses state traps: see [`TransformInstance::transform_keyed`].
     pub fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError> {
+        self.transform_with(batch, None)
+    }
+
+    /// Transforms one batch as [`TransformInstance::transform`] does, with the keyed
+    /// state of `scope`; what the module changed comes back in [`BatchOutput::state`].
+    pub fn transform_keyed(
+        &mut self,
+        batch: &RecordBatch,
+        scope: &StateScope,
+    ) -> Result<BatchOutput, TransformError> {
+        self.transform_with(batch, Some(scope))
+    }
+
+    fn transform_with(
+        &mut self,
+        batch: &RecordBatch,
+        scope: Option<&StateScope>,
+    ) -> Result<BatchOutput, TransformError> {
         let batch = convert::normalize(batch).map_err(|message| self.input_error(message))?;
         let num_rows = batch.num_rows() as u32;
         arm(&mut self.store, &self.limits).map_err(|e| self.trap(&e))?;
@@ -136,11 +159,16 @@ impl TransformInstance {
                     .push(state)
                     .map_err(|e| self.trap(&wasmtime::Error::new(e)))?;
                 let borrowed = Resource::<BatchState>::new_borrow(handle.rep());
+                self.store.data_mut().keyed = match scope {
+                    Some(scope) => Keyed::Batch(KeyedSession::new(scope.clone())),
+                    None => Keyed::NotKept,
+                };
                 let called = bindings
                     .sluice_transform_transformer()
                     .call_transform(&mut self.store, borrowed);
                 let called = within_deadline(&self.store, "transform", called);
                 let state = self.store.data_mut().table.delete(handle);
+                let keyed = std::mem::replace(&mut self.store.data_mut().keyed, Keyed::NotKept);
                 let result = called.map_err(|e| self.trap(&e))?;
                 let state = state.map_err(|e| self.input_error(e.to_string()))?;
                 if let Some(message) = state.bad_output {
@@ -150,6 +178,10 @@ impl TransformInstance {
                 BatchOutput {
                     records: state.records,
                     framed: state.framed,
+                    state: match keyed {
+                        Keyed::Batch(session) => session.finish(),
+                        Keyed::Init | Keyed::NotKept => StateChanges::default(),
+                    },
                     rejected: state
                         .rejected
                         .into_iter()
@@ -184,6 +216,7 @@ impl TransformInstance {
                     records,
                     framed: Vec::new(),
                     rejected: Vec::new(),
+                    state: StateChanges::default(),
                 }
             }
         };
@@ -217,6 +250,12 @@ impl TransformInstance {
     }
 
     fn trap(&self, error: &wasmtime::Error) -> TransformError {
+        if let Some(StateError::Read(message)) = error.downcast_ref::<StateError>() {
+            return TransformError::State {
+                module: self.module.clone(),
+                message: message.clone(),
+            };
+        }
         TransformError::Trap {
             module: self.module.clone(),
             kind: trap_kind(error),
@@ -305,6 +344,12 @@ fn trap_kind(error: &wasmtime::Error) -> TrapKind {
         || error.downcast_ref::<TableCapExceeded>().is_some()
     {
         return TrapKind::Memory;
+    }
+    if let Some(state) = error.downcast_ref::<StateError>() {
+        return match state.is_limit() {
+            true => TrapKind::StateLimit,
+            false => TrapKind::Other,
+        };
     }
     if let Some(limit) = error.downcast_ref::<HostLimitExceeded>() {
         return match limit.is_deadline() {

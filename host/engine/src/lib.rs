@@ -5,7 +5,7 @@
 //! allocator sized from those limits, modules compiled in a worker process within a
 //! memory and time budget (and refused before compiling when their shape is past the
 //! host's limits), compiled modules cached by content digest, and a
-//! linker that grants the contract's own `host` interface plus a WASI that reaches
+//! linker that grants the contract's own `host` and `state` interfaces plus a WASI that reaches
 //! nothing, so a module has no files, network, environment or real time. Modules are checked against the
 //! `sluice:transform` contract when they are loaded, and called once per batch.
 
@@ -21,6 +21,8 @@ mod error;
 #[cfg(test)]
 mod fuzz;
 mod instance;
+mod keyed;
+mod keyed_calls;
 mod language;
 mod limits;
 mod log;
@@ -37,6 +39,10 @@ pub use compile::{
 };
 pub use error::{CompileLimit, EngineError, TransformError, TrapKind};
 pub use instance::{BatchOutput, OutputRecord, RejectedRow, TransformInstance};
+pub use keyed::{
+    EmptyState, Layered, MAX_KEY_BYTES, StateChanges, StateEntry, StateError, StateLimits,
+    StateScope, StateSource, StateUsage,
+};
 pub use language::source_language;
 pub use limits::InstanceLimits;
 pub use log::{LogLevel, LogTap};
@@ -46,6 +52,7 @@ pub use sluice_encoding::{Format, Framed};
 
 /// The contract versions this host can run, newest first.
 pub const SUPPORTED_CONTRACTS: &[&str] = &[
+    contract::V1_2_EXPORT,
     contract::V1_1_EXPORT,
     contract::V1_0_EXPORT,
     contract::V0_1_EXPORT,

@@ -237,7 +237,7 @@ impl TransformEngine {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(invalid)?;
         crate::wasi::cap_waits(&mut linker).map_err(invalid)?;
         let pre = match version {
-            Contract::V1_1 | Contract::V1_0 => {
+            Contract::V1_2 | Contract::V1_1 | Contract::V1_0 => {
                 v1::Transform::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
                     .map_err(invalid)?;
                 let pre = linker.instantiate_pre(&component).map_err(invalid)?;
@@ -248,10 +248,15 @@ impl TransformEngine {
                 ModulePre::V0_1(v0_1::TransformPre::new(pre).map_err(invalid)?)
             }
         };
+        let uses_state = component
+            .component_type()
+            .imports(&self.engine)
+            .any(|(name, _)| name == contract::V1_2_STATE_IMPORT);
         Ok(TransformModule {
             name: name.to_string(),
             digest,
             contract: version,
+            uses_state,
             engine: self.engine.clone(),
             _ticker: self.ticker.clone(),
             limits,
@@ -488,6 +493,8 @@ fn pooling(config: &EngineConfig) -> PoolingAllocationConfig {
 /// The contract versions a module can be built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Contract {
+    /// `sluice:transform@1.2.0`: 1.1.0 and `state`.
+    V1_2,
     /// `sluice:transform@1.1.0`: 1.0.0 and `emit-framed`.
     V1_1,
     /// `sluice:transform@1.0.0`.
@@ -500,6 +507,7 @@ impl Contract {
     /// The contract's package version.
     pub fn version(self) -> &'static str {
         match self {
+            Contract::V1_2 => "1.2.0",
             Contract::V1_1 => "1.1.0",
             Contract::V1_0 => "1.0.0",
             Contract::V0_1 => "0.1.0",
@@ -517,6 +525,9 @@ fn check_contract(
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
+    if exports.iter().any(|name| name == contract::V1_2_EXPORT) {
+        return Ok(Contract::V1_2);
+    }
     if exports.iter().any(|name| name == contract::V1_1_EXPORT) {
         return Ok(Contract::V1_1);
     }
@@ -576,6 +587,8 @@ pub struct TransformModule {
     name: String,
     digest: String,
     contract: Contract,
+    /// Whether it imports `state`.
+    uses_state: bool,
     engine: wasmtime::Engine,
     // Deadlines fire only while the engine's epoch thread runs.
     _ticker: Arc<Ticker>,
@@ -598,6 +611,12 @@ impl TransformModule {
     /// The contract version the module was built for.
     pub fn contract(&self) -> Contract {
         self.contract
+    }
+
+    /// Whether the module keeps state (imports the contract's `state` interface), so it
+    /// runs only in a pipeline that keeps state.
+    pub fn uses_state(&self) -> bool {
+        self.uses_state
     }
 
     /// The limits its instances run under.

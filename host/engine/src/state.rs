@@ -12,6 +12,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::budget::{CallDeadline, HostLimitExceeded, OutputBudget, check_count};
+use crate::keyed::KeyedSession;
 use crate::limits::{InstanceLimits, Limiter, MAX_HANDLES};
 use crate::log::{LogTap, ModuleLog};
 use crate::own_schemas::OwnSchemas;
@@ -35,6 +36,18 @@ pub(crate) struct HostState {
     clock: SinceStart,
     /// The deadline, as the module's waits in WASI see it.
     wait_limit: WaitLimit,
+    /// The keyed state the module's `state` calls reach.
+    pub(crate) keyed: Keyed,
+}
+
+/// What the module's `state` calls reach.
+pub(crate) enum Keyed {
+    /// Nothing: the instance is in `init`.
+    Init,
+    /// Nothing: the batch is transformed without state.
+    NotKept,
+    /// The batch's state.
+    Batch(KeyedSession),
 }
 
 impl HostState {
@@ -60,6 +73,7 @@ impl HostState {
             stderr,
             clock,
             wait_limit: WaitLimit::new(deadline.at()),
+            keyed: Keyed::Init,
         }
     }
 

@@ -14,6 +14,7 @@ use sluice_source::{ChangeFeed, Position, Preceded};
 
 use crate::config::PipelineConfig;
 use crate::destination::sink_config;
+use crate::keyed::ScratchState;
 use crate::stage::load_module;
 use crate::start::configured_start;
 use crate::topics::TopicRule;
@@ -243,7 +244,7 @@ fn first_output(
         Ok(None) => return Ok(None),
         Ok(Some(Err(e))) | Err(e) => return Err(Finding::problem("table", e)),
     };
-    instance.transform(&batch.batch).map(Some).map_err(|e| {
+    ScratchState::new().transform(&mut *instance, &batch.batch).map(Some).map_err(|e| {
         Finding::problem(
             "module",
             format!(

@@ -29,6 +29,45 @@ pub struct PipelineConfig {
     pub transform: TransformSection,
     /// The Kafka destination.
     pub sink: SinkSection,
+    /// The pipeline's keyed state; only a pipeline with this section keeps state.
+    #[serde(default)]
+    pub state: Option<StateSection>,
+}
+
+/// `[state]`: the keyed state the module keeps across batches (contract 1.2), committed
+/// with the records to a changelog topic and kept on the node in a local store.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateSection {
+    /// Most keys the module may keep (default 1,000,000).
+    #[serde(default = "default_state_max_keys")]
+    pub max_keys: u64,
+    /// Most MiB of keys plus values the module may keep (default 256). Changes not yet
+    /// committed are held in memory, so this bounds the memory state takes too.
+    #[serde(default = "default_state_max_mib")]
+    pub max_mib: u64,
+    /// Largest value in KiB (default 512); a value is one Kafka record of the changelog.
+    #[serde(default = "default_state_max_value_kib")]
+    pub max_value_kib: usize,
+    /// The compacted topic the state's changes are committed to (default
+    /// `sluice-state-<pipeline>`), created when missing.
+    #[serde(default)]
+    pub changelog_topic: Option<String>,
+    /// Where this node keeps its copy of the state (default
+    /// `$HOME/.cache/sluice/state/<pipeline>`; relative to the config file). It is a
+    /// cache: deleting it costs a restore from the changelog.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+}
+
+fn default_state_max_keys() -> u64 {
+    1_000_000
+}
+fn default_state_max_mib() -> u64 {
+    256
+}
+fn default_state_max_value_kib() -> usize {
+    512
 }
 
 /// `[pipeline]`: identity.
@@ -618,6 +657,38 @@ impl PipelineConfig {
                 "[transform] compile_timeout and compile_memory_mib must be above 0".to_string(),
             );
         }
+        if let Some(state) = config.state.as_mut() {
+            if config.sink.delivery != DeliveryMode::ExactlyOnce {
+                return Err(
+                    "[state] needs [sink] delivery = \"exactly-once\": state changes are committed with the records, and at-least-once would apply a redone batch's changes twice".to_string(),
+                );
+            }
+            if config.transform.instances != 1 {
+                return Err(
+                    "[state] needs [transform] instances = 1: batches change the state one after another".to_string(),
+                );
+            }
+            if state.max_keys == 0 || state.max_mib == 0 || state.max_value_kib == 0 {
+                return Err(
+                    "[state] max_keys, max_mib and max_value_kib must be above 0".to_string(),
+                );
+            }
+            let pipeline = &config.pipeline.name;
+            state.dir = match state.dir.take() {
+                Some(dir) => Some(base.join(dir)),
+                None => std::env::var_os("HOME").map(|home| {
+                    PathBuf::from(home)
+                        .join(".cache/sluice/state")
+                        .join(file_name_of(pipeline))
+                }),
+            };
+            if state.dir.is_none() {
+                return Err(
+                    "[state] dir is not set and there is no HOME to keep the state under; set dir"
+                        .to_string(),
+                );
+            }
+        }
         config.transform.module = base.join(&config.transform.module);
         config.transform.module_cache_dir = match config.transform.module_cache_dir.take() {
             Some(dir) if dir.as_os_str().is_empty() => None,
@@ -840,6 +911,17 @@ impl PipelineConfig {
             .collect()
     }
 
+    /// The topic holding the pipeline's state changes, if it keeps state.
+    pub fn changelog_topic(&self) -> Option<String> {
+        let state = self.state.as_ref()?;
+        Some(
+            state
+                .changelog_topic
+                .clone()
+                .unwrap_or_else(|| format!("sluice-state-{}", file_name_of(&self.pipeline.name))),
+        )
+    }
+
     /// The topic holding the pipeline's position.
     pub fn position_topic(&self) -> String {
         self.sink
@@ -856,6 +938,18 @@ impl PipelineConfig {
             .map(|(k, v)| (k.clone(), v.to_string()))
             .collect()
     }
+}
+
+/// A pipeline's name as a topic or file name: characters Kafka and file systems do not
+/// take become `_`.
+fn file_name_of(pipeline: &str) -> String {
+    pipeline
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '-' => c,
+            _ => '_',
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub fn sink_config(config: &PipelineConfig) -> SinkConfig {
         properties: config.kafka_properties(),
         topic: config.sink.topic.clone(),
         position_topic: config.position_topic(),
+        changelog_topic: config.changelog_topic(),
         delivery: config.sink.delivery,
         connect_timeout: config.sink.connect_timeout,
         transaction_timeout: config.sink.transaction_timeout,

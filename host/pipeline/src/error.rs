@@ -104,6 +104,24 @@ pub enum PipelineError {
     /// Kafka refused or lost records.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// The module keeps state and the pipeline keeps none.
+    #[error(
+        "Transform module {module} keeps state, but pipeline {pipeline} has no [state] section. Add one (see docs/state.md) to keep its state exactly once."
+    )]
+    StatefulModule {
+        /// The pipeline.
+        pipeline: String,
+        /// The module.
+        module: String,
+    },
+    /// The pipeline's state could not be kept on this node or restored.
+    #[error("The state of pipeline {pipeline} could not be used: {source}")]
+    State {
+        /// The pipeline.
+        pipeline: String,
+        /// What failed.
+        source: sluice_state::StoreError,
+    },
     /// The stored position is past the table's latest version: the table was recreated.
     #[error(
         "The stored position of pipeline {pipeline} is at version {version}, past table {table}'s latest version {latest}: the table was recreated or replaced by a new one at the same location. Nothing was read. Start again from the configured start with `sluice run --restart`, or move the position with `sluice position reset`."

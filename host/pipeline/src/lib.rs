@@ -12,6 +12,7 @@ mod destination;
 mod error;
 #[cfg(test)]
 mod fuzz;
+mod keyed;
 #[cfg(any(test, feature = "memory"))]
 mod memory_sink;
 mod metrics;
@@ -34,7 +35,8 @@ mod work;
 
 pub use check::{Finding, check};
 pub use config::{
-    ConfigError, ErrorPolicy, PipelineConfig, ScalarValue, StartingVersion, resolve_reference,
+    ConfigError, ErrorPolicy, PipelineConfig, ScalarValue, StartingVersion, StateSection,
+    resolve_reference,
 };
 pub use dead_letters::{DeadLetter, DeadLetters, MAX_LETTERS, read_dead_letters};
 pub use destination::{Destination, KafkaDestination, Running, run, run_controlled, sink_config};
@@ -43,6 +45,7 @@ pub use error::PipelineError;
 pub use memory_sink::{Call, Failure, MemorySink, Seen, Transaction};
 pub use metrics::{
     BATCH_SECONDS_BUCKETS, MetricsSnapshot, PipelineMetrics, ProgressSnapshot, StageSeconds,
+    StateSnapshot,
 };
 pub use module::{Instance, Module};
 pub use outage::{Waiting, WaitingFor};

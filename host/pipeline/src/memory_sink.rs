@@ -9,6 +9,7 @@ use std::time::Duration;
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 use sluice_sink::{SinkError, SinkRecord, SourcePosition, TopicRecord};
+use sluice_state::{Changelog, ChangelogEntry, StoreError};
 
 use crate::sink::Sink;
 
@@ -259,5 +260,51 @@ impl Sink for MemorySink {
 
     async fn stored_position(&self) -> Result<Option<SourcePosition>, SinkError> {
         Ok(self.seen().stored().cloned())
+    }
+
+    fn changelog(&self, topic: &str) -> Result<Box<dyn Changelog>, SinkError> {
+        Ok(Box::new(CommittedChangelog {
+            seen: self.seen.clone(),
+            topic: topic.to_string(),
+        }))
+    }
+}
+
+/// The committed records of a changelog topic, one offset per record.
+struct CommittedChangelog {
+    seen: Arc<Mutex<Seen>>,
+    topic: String,
+}
+
+impl CommittedChangelog {
+    fn entries(&self) -> Vec<ChangelogEntry> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.committed
+            .iter()
+            .flat_map(|t| &t.records)
+            .filter(|r| r.topic.as_deref() == Some(self.topic.as_str()))
+            .map(|r| (r.key.clone().unwrap_or_default(), r.value.clone()))
+            .collect()
+    }
+}
+
+impl Changelog for CommittedChangelog {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn bounds(&self) -> Result<(u64, u64), StoreError> {
+        Ok((0, self.entries().len() as u64))
+    }
+
+    fn read(
+        &self,
+        from: u64,
+        end: u64,
+        apply: &mut dyn FnMut(Vec<ChangelogEntry>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let entries = self.entries();
+        let end = (end as usize).min(entries.len());
+        apply(entries[(from as usize).min(end)..end].to_vec())
     }
 }

@@ -43,6 +43,23 @@ pub struct PipelineMetrics {
     progress: Mutex<ProgressSnapshot>,
     waiting: Mutex<Option<Waiting>>,
     stage_nanos: [AtomicU64; Stage::ALL.len()],
+    state: Mutex<StateSnapshot>,
+}
+
+/// A stateful pipeline's state, as the metrics show it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct StateSnapshot {
+    /// Gauge: keys in the committed state on this node.
+    pub keys: u64,
+    /// Gauge: bytes of their keys and values.
+    pub bytes: u64,
+    /// Gauge: changelog offsets read by the restore in progress or last done.
+    pub restore_read: u64,
+    /// Gauge: changelog offsets that restore had to read.
+    pub restore_total: u64,
+    /// How long the last restore took, in seconds.
+    pub restore_seconds: f64,
 }
 
 /// A stage of the pipeline, timed on its own: the stages overlap, so their times add
@@ -172,6 +189,8 @@ pub struct MetricsSnapshot {
     pub waiting: Option<Waiting>,
     /// Seconds spent per stage.
     pub stage_seconds: StageSeconds,
+    /// The keyed state, for a pipeline that keeps state.
+    pub state: StateSnapshot,
 }
 
 impl MetricsSnapshot {
@@ -209,9 +228,34 @@ impl PipelineMetrics {
 
     pub(crate) fn count_trap(&self, kind: TrapKind) {
         self.traps.fetch_add(1, Ordering::Relaxed);
-        if kind == TrapKind::HostLimit {
+        if matches!(kind, TrapKind::HostLimit | TrapKind::StateLimit) {
             self.host_limits.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    fn update_state(&self, update: impl FnOnce(&mut StateSnapshot)) {
+        update(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// Records how far a restore of the state has read its changelog.
+    pub(crate) fn record_state_restore(&self, read: u64, total: u64) {
+        self.update_state(|state| {
+            state.restore_read = read;
+            state.restore_total = total;
+        });
+    }
+
+    /// Records a restore that finished.
+    pub(crate) fn record_state_restored(&self, took: Duration) {
+        self.update_state(|state| state.restore_seconds = took.as_secs_f64());
+    }
+
+    /// Records the committed state's size.
+    pub(crate) fn record_state_usage(&self, keys: u64, bytes: u64) {
+        self.update_state(|state| {
+            state.keys = keys;
+            state.bytes = bytes;
+        });
     }
 
     pub(crate) fn count_sink_retry(&self) {
@@ -303,6 +347,7 @@ impl PipelineMetrics {
                     wait: seconds(Stage::Wait),
                 }
             },
+            state: { *self.state.lock().unwrap_or_else(|e| e.into_inner()) },
         }
     }
 }
@@ -315,6 +360,7 @@ mod tests {
     fn batches_fall_in_the_first_bucket_that_holds_them() {
         let metrics = PipelineMetrics::default();
         let ok = Ok(StageOutput {
+            state: Default::default(),
             records: Vec::new(),
             framed: Vec::new(),
             failed: Vec::new(),

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use sluice_engine::{
-    BatchOutput, EngineError, Format, TransformError, TransformInstance, TransformModule,
+    BatchOutput, EngineError, Format, StateScope, TransformError, TransformInstance,
+    TransformModule,
 };
 use sluice_source::arrow::array::RecordBatch;
 
@@ -19,6 +20,10 @@ pub trait Module: Send + Sync {
     fn digest(&self) -> &str;
     /// The contract it implements, for the start-up log.
     fn contract(&self) -> &str;
+    /// Whether it keeps state, so it runs only in a pipeline with `[state]`.
+    fn uses_state(&self) -> bool {
+        false
+    }
     /// Starts an instance and initialises it with `params`; the host helpers write its
     /// records in `format`.
     fn instantiate(
@@ -32,6 +37,15 @@ pub trait Module: Send + Sync {
 pub trait Instance: Send {
     /// Transforms one batch of change rows.
     fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError>;
+    /// Transforms one batch with the pipeline's keyed state; an instance that keeps
+    /// none transforms it as [`Instance::transform`] does.
+    fn transform_keyed(
+        &mut self,
+        batch: &RecordBatch,
+        _state: &StateScope,
+    ) -> Result<BatchOutput, TransformError> {
+        self.transform(batch)
+    }
     /// Whether the instance should be replaced by a fresh one (its memory grew past
     /// the recycling threshold).
     fn wants_recycling(&self) -> bool {
@@ -52,6 +66,10 @@ impl Module for TransformModule {
         TransformModule::contract(self).version()
     }
 
+    fn uses_state(&self) -> bool {
+        TransformModule::uses_state(self)
+    }
+
     fn instantiate(
         &self,
         params: &[(String, String)],
@@ -66,6 +84,14 @@ impl Module for TransformModule {
 impl Instance for TransformInstance {
     fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError> {
         TransformInstance::transform(self, batch)
+    }
+
+    fn transform_keyed(
+        &mut self,
+        batch: &RecordBatch,
+        state: &StateScope,
+    ) -> Result<BatchOutput, TransformError> {
+        TransformInstance::transform_keyed(self, batch, state)
     }
 
     fn wants_recycling(&self) -> bool {

@@ -15,6 +15,7 @@ use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
 
 use crate::config::PipelineConfig;
 use crate::error::PipelineError;
+use crate::keyed::ScratchState;
 use crate::records::transform_error;
 use crate::topics::TopicRule;
 
@@ -113,11 +114,12 @@ pub fn preview(
         None => Arc::new(Format::default()),
     };
     let mut instance = module.instantiate(&options.params, format)?;
+    let state = ScratchState::new();
     let mut schemas = SchemaLookup::new(options.encoding.as_ref())?;
     let mut summary = PreviewSummary::default();
     for batch in feed.read(Position::at_version(options.from), to, Preceded::Nothing)? {
         let batch = batch?;
-        let mut output = instance.transform(&batch.batch).map_err(|e| {
+        let mut output = state.transform(&mut instance, &batch.batch).map_err(|e| {
             let row = match &e {
                 sluice_engine::TransformError::Row { row, .. } => *row,
                 _ => 0,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_encoding::{Framed, SNAPSHOT_METADATA};
+use sluice_engine::StateChanges;
 use sluice_sink::SinkRecord;
 use sluice_source::{ChangeBatch, ChangeFeed, Position, Preceded, SourceError};
 use tokio::task::JoinHandle;
@@ -41,6 +42,8 @@ pub(crate) struct PreparedBatch {
     /// Records whose keys or values wait for a schema id (the module's records come
     /// first in `records`, at the indexes the helpers gave them).
     pub framed: Vec<Framed>,
+    /// What the module changed in the pipeline's state, committed with the records.
+    pub state: StateChanges,
 }
 
 /// What the transformer hands the loop.
@@ -266,6 +269,11 @@ fn prepare(
             if let Err(refused) = builder.refuse_unframed(batch, &output, &framed) {
                 return (Prepared::Failed(refused), 0);
             }
+            let state = std::mem::take(&mut output.state);
+            if let Some(keyed) = stage.keyed() {
+                // The next batches read these changes before they are committed.
+                keyed.state.push(batch.end, state.clone());
+            }
             let built = builder.build(batch, output, made_by);
             let bytes = built.bytes as usize;
             let prepared = Prepared::Batch(PreparedBatch {
@@ -275,6 +283,7 @@ fn prepare(
                 bytes: built.bytes,
                 failed: built.failed,
                 framed,
+                state,
             });
             (prepared, bytes)
         }

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::PipelineConfig;
 use crate::error::{EarlierWork, PipelineError};
+use crate::keyed::KeyedState;
 use crate::metrics::{PipelineMetrics, Stage};
 use crate::module::{Instance, Module};
 use crate::outage::{Next, Outage, Waiting, WaitingFor, epoch_ms};
@@ -111,6 +112,7 @@ pub(crate) async fn run_with<D: Sink, C: ConnectSink<D>>(
     let schema_ids = SchemaIds::for_config(config)
         .map_err(|e| PipelineError::RegistryClient(Box::new(e)))?
         .map(Arc::new);
+    let keyed = KeyedState::open(config)?;
     let Started {
         feed,
         stages,
@@ -124,6 +126,7 @@ pub(crate) async fn run_with<D: Sink, C: ConnectSink<D>>(
         start_from,
         controls.module,
         controls.metrics.clone(),
+        keyed.as_ref().map(KeyedState::stage),
         connect.connect(),
     )
     .await?;
@@ -161,6 +164,7 @@ pub(crate) async fn run_with<D: Sink, C: ConnectSink<D>>(
             .as_ref()
             .map_or(Duration::ZERO, |registry| registry.max_outage),
         outage: None,
+        keyed,
     };
 
     let result = pipeline.follow(config, mode, &mut shutdown).await;
@@ -186,6 +190,7 @@ pub(crate) async fn run_with<D: Sink, C: ConnectSink<D>>(
         }
     }
     result?;
+    pipeline.checkpoint_state().await;
     let summary = pipeline.summary;
     let counters = pipeline.metrics.snapshot();
     let stages = counters.stage_seconds;
@@ -237,6 +242,8 @@ struct Pipeline<'a, D, C> {
     max_outage: Duration,
     /// The schema registry's outage being waited out, if it is away.
     outage: Option<Outage>,
+    /// The pipeline's state, if it keeps state.
+    keyed: Option<KeyedState>,
 }
 
 /// When sent work is committed (in exactly-once mode, when a transaction ends).
@@ -462,12 +469,20 @@ impl<D: Sink, C: ConnectSink<D>> Pipeline<'_, D, C> {
             latest + 1
         });
         self.progress.range(from, latest);
+        if let Err(error) = self.restore_state().await {
+            self.delivery = None;
+            return Err(error);
+        }
         let mut job = self.start_job(latest);
         let result = self.deliver_range(&mut job, latest, end, shutdown).await;
         if let Some(stages) = job.stop().await {
             self.stages = Some(stages);
         }
         if result.is_err() {
+            if let Some(keyed) = &mut self.keyed {
+                // A commit that failed may have gone through: the changelog says.
+                keyed.restore_before_next_range();
+            }
             self.uncommitted = None;
             if let Some(delivery) = &mut self.delivery {
                 delivery.rollback().await;
@@ -476,7 +491,44 @@ impl<D: Sink, C: ConnectSink<D>> Pipeline<'_, D, C> {
         result
     }
 
+    /// Brings a stateful pipeline's store up to its changelog when it must be: at start,
+    /// and after an error that may have left a commit's outcome unknown.
+    async fn restore_state(&mut self) -> Result<(), PipelineError> {
+        let Some(topic) = self
+            .keyed
+            .as_ref()
+            .filter(|keyed| keyed.needs_restore())
+            .map(|keyed| keyed.topic().to_string())
+        else {
+            return Ok(());
+        };
+        let changelog = self.delivery().await?.changelog(&topic)?;
+        let keyed = self.keyed.as_mut().expect("looked at above");
+        keyed.restore(self.name, changelog, &self.metrics).await
+    }
+
+    /// Writes a stateful pipeline's checkpoint after the run's last commit.
+    async fn checkpoint_state(&mut self) {
+        let Some(topic) = self.keyed.as_ref().map(|keyed| keyed.topic().to_string()) else {
+            return;
+        };
+        let changelog = match self.delivery().await.and_then(|d| Ok(d.changelog(&topic)?)) {
+            Ok(changelog) => changelog,
+            Err(error) => {
+                tracing::warn!(pipeline = self.name, %error, "The state's checkpoint could not be written; the next start restores more of the changelog.");
+                return;
+            }
+        };
+        if let Some(keyed) = &self.keyed {
+            keyed.checkpoint(self.name, changelog).await;
+        }
+    }
+
     fn start_job(&mut self, latest: u64) -> RangeJob {
+        if let Some(keyed) = &self.keyed {
+            // The job starts from the last commit: changes after it are redone.
+            keyed.discard_pending();
+        }
         let stages = self
             .stages
             .take()
@@ -569,8 +621,12 @@ impl<D: Sink, C: ConnectSink<D>> Pipeline<'_, D, C> {
             self.commit(open.end).await?;
         }
         let produced = batch.records.len() as u64;
+        let mut records = batch.records;
+        if let Some(keyed) = &self.keyed {
+            records.extend(keyed.changelog_records(&batch.state));
+        }
         let started = Instant::now();
-        self.delivery().await?.send(batch.records).await?;
+        self.delivery().await?.send(records).await?;
         self.metrics.record_stage(Stage::Send, started.elapsed());
         let open = self.uncommitted.get_or_insert(Uncommitted {
             since: Instant::now(),
@@ -610,6 +666,9 @@ impl<D: Sink, C: ConnectSink<D>> Pipeline<'_, D, C> {
         let started = Instant::now();
         self.delivery().await?.commit(&stored).await?;
         self.metrics.record_stage(Stage::Commit, started.elapsed());
+        if let Some(keyed) = &self.keyed {
+            keyed.committed(self.name, position, &self.metrics)?;
+        }
         self.start_unstored = false;
         let done = self.uncommitted.take();
         let (rows, records, bytes) = done

@@ -6,6 +6,7 @@ use sluice_engine::{TransformError, TransformModule};
 use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
 
 use crate::config::PipelineConfig;
+use crate::keyed::ScratchState;
 
 /// Why a module was refused on a sample of the table.
 #[derive(Debug, thiserror::Error)]
@@ -67,10 +68,11 @@ pub fn try_on_sample(
                 .map_err(|e| refuse(e.to_string()))?,
         )
     };
+    let state = ScratchState::new();
     for batch in batches {
         let batch = batch.map_err(|e| refuse(e.to_string()))?.batch;
         let batch = batch.slice(0, batch.num_rows().min(left));
-        match instance.transform(&batch) {
+        match state.transform(&mut instance, &batch) {
             Ok(_) | Err(TransformError::Row { .. }) => {}
             Err(e) => return Err(refuse(e.to_string())),
         }

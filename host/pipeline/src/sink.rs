@@ -6,7 +6,8 @@
 
 use std::future::Future;
 
-use sluice_sink::{KafkaSink, SinkError, SinkRecord, SourcePosition};
+use sluice_sink::{ChangelogReader, KafkaSink, SinkError, SinkRecord, SourcePosition};
+use sluice_state::{Changelog, ChangelogEntry, StoreError};
 
 /// Where a pipeline delivers its records and stores its position.
 pub trait Sink: Send {
@@ -31,6 +32,9 @@ pub trait Sink: Send {
     fn stored_position(
         &self,
     ) -> impl Future<Output = Result<Option<SourcePosition>, SinkError>> + Send;
+
+    /// The committed records of `topic`, a stateful pipeline's changelog, to read back.
+    fn changelog(&self, topic: &str) -> Result<Box<dyn Changelog>, SinkError>;
 }
 
 /// Makes a connected [`Sink`]; called at start-up and whenever the loop dropped
@@ -65,5 +69,44 @@ impl Sink for KafkaSink {
 
     async fn stored_position(&self) -> Result<Option<SourcePosition>, SinkError> {
         self.load_position().await
+    }
+
+    fn changelog(&self, topic: &str) -> Result<Box<dyn Changelog>, SinkError> {
+        Ok(Box::new(KafkaChangelog(self.changelog_reader(topic)?)))
+    }
+}
+
+/// A changelog topic, through the sink's reader.
+struct KafkaChangelog(ChangelogReader);
+
+impl KafkaChangelog {
+    fn error(&self, error: impl std::fmt::Display) -> StoreError {
+        StoreError::Changelog {
+            topic: self.0.topic().to_string(),
+            detail: error.to_string(),
+        }
+    }
+}
+
+impl Changelog for KafkaChangelog {
+    fn topic(&self) -> &str {
+        self.0.topic()
+    }
+
+    fn bounds(&self) -> Result<(u64, u64), StoreError> {
+        self.0.bounds().map_err(|e| self.error(e))
+    }
+
+    fn read(
+        &self,
+        from: u64,
+        end: u64,
+        apply: &mut dyn FnMut(Vec<ChangelogEntry>) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.0
+            .read(from, end, &mut |changes| {
+                apply(changes).map_err(|e| e.to_string())
+            })
+            .map_err(|e| self.error(e))
     }
 }

@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_engine::{
-    BatchOutput, CompileBudget, EngineConfig, EngineError, Format, InstanceLimits, TransformEngine,
-    TransformError, TransformModule, TrapKind,
+    BatchOutput, CompileBudget, EngineConfig, EngineError, Format, InstanceLimits, StateChanges,
+    TransformEngine, TransformError, TransformModule, TrapKind,
 };
 use sluice_source::arrow::array::{BooleanArray, RecordBatch};
 use sluice_source::arrow::compute::filter_record_batch;
 
 use crate::config::{ErrorPolicy, PipelineConfig, TransformSection};
+use crate::keyed::StageState;
 use crate::metrics::PipelineMetrics;
 use crate::module::{Instance, Module};
 use crate::stage_output::{FailedRow, StageOutput};
@@ -32,6 +33,8 @@ pub(crate) struct TransformStage {
     topics: TopicRule,
     pipeline: String,
     metrics: Arc<PipelineMetrics>,
+    /// The pipeline's state, if it keeps state.
+    keyed: Option<StageState>,
 }
 
 /// The limits a `[transform]` section gives its module's instances.
@@ -66,11 +69,13 @@ pub(crate) fn load_module(config: &PipelineConfig) -> Result<TransformModule, En
 }
 
 impl TransformStage {
-    /// Starts the module's first instance.
+    /// Starts the module's first instance, transforming with `keyed` state if the
+    /// pipeline keeps state.
     pub(crate) fn start(
         config: &PipelineConfig,
         module: Arc<dyn Module>,
         metrics: Arc<PipelineMetrics>,
+        keyed: Option<StageState>,
     ) -> Result<TransformStage, EngineError> {
         let params = config.transform_params();
         let format = Arc::new(config.format());
@@ -91,7 +96,13 @@ impl TransformStage {
             topics: TopicRule::of(&config.sink),
             pipeline: config.pipeline.name.clone(),
             metrics,
+            keyed,
         })
+    }
+
+    /// The pipeline's state, if it keeps state.
+    pub(crate) fn keyed(&self) -> Option<&StageState> {
+        self.keyed.as_ref()
     }
 
     /// Runs `module` from the next batch on, starting with `instance` (one of its own,
@@ -169,7 +180,10 @@ impl TransformStage {
                         _ => 0,
                     };
                     if self.policy == ErrorPolicy::Fail
-                        || matches!(error, TransformError::Input { .. })
+                        || matches!(
+                            error,
+                            TransformError::Input { .. } | TransformError::State { .. }
+                        )
                     {
                         return Err((row, error));
                     }
@@ -181,6 +195,7 @@ impl TransformStage {
                     return Ok(StageOutput {
                         records: Vec::new(),
                         framed: Vec::new(),
+                        state: StateChanges::default(),
                         failed: (0..batch.num_rows() as u32)
                             .map(|row| FailedRow {
                                 row,
@@ -227,6 +242,7 @@ impl TransformStage {
                 records,
                 framed,
                 failed,
+                state: output.state,
             });
         }
     }
@@ -240,7 +256,11 @@ impl TransformStage {
                 Some(instance) => instance,
                 None => self.instance.insert(self.fresh_instance()?),
             };
-            match instance.transform(batch) {
+            let transformed = match &self.keyed {
+                Some(keyed) => instance.transform_keyed(batch, &keyed.scope),
+                None => instance.transform(batch),
+            };
+            match transformed {
                 Ok(output) => {
                     if instance.wants_recycling() {
                         tracing::info!(
@@ -255,9 +275,9 @@ impl TransformStage {
                     // A trapped instance is never reused.
                     self.instance = None;
                     self.metrics.count_trap(kind);
-                    // A host limit is the module's own doing, the same on a fresh
-                    // instance: no retry.
-                    if retried || kind == TrapKind::HostLimit {
+                    // A host or state limit is the module's own doing, the same on a
+                    // fresh instance: no retry.
+                    if retried || matches!(kind, TrapKind::HostLimit | TrapKind::StateLimit) {
                         return Err(error);
                     }
                     tracing::warn!(module = self.module.name(), %error, "The transform module trapped; retrying the batch once on a fresh instance.");

@@ -2,7 +2,7 @@
 //! A leaf, so the metrics that count it and the stage that makes it need not import
 //! each other.
 
-use sluice_engine::{Framed, OutputRecord};
+use sluice_engine::{Framed, OutputRecord, StateChanges};
 
 /// A row (or every row of a batch) the module failed on, with why.
 #[derive(Clone, Debug)]
@@ -23,4 +23,6 @@ pub(crate) struct StageOutput {
     pub framed: Vec<Framed>,
     /// Rows the module failed on (empty under the `fail` policy, which stops instead).
     pub failed: Vec<FailedRow>,
+    /// What the module changed in its state (nothing when the batch failed).
+    pub state: StateChanges,
 }

@@ -11,6 +11,7 @@ use sluice_source::{ChangeFeed, Position, SourceOptions};
 
 use crate::config::{PipelineConfig, StartingVersion};
 use crate::error::PipelineError;
+use crate::keyed::StageState;
 use crate::metrics::PipelineMetrics;
 use crate::module::Module;
 use crate::sink::Sink;
@@ -85,6 +86,7 @@ pub(crate) async fn start<D: Sink>(
     start_from: StartFrom,
     module: Option<Arc<dyn Module>>,
     metrics: Arc<PipelineMetrics>,
+    keyed: Option<StageState>,
     connect: impl Future<Output = Result<D, SinkError>>,
 ) -> Result<Started<D>, PipelineError> {
     let options = SourceOptions {
@@ -105,12 +107,25 @@ pub(crate) async fn start<D: Sink>(
                 Some(module) => module,
                 None => Arc::new(load_module(&stage_config)?),
             };
+            if module.uses_state() && keyed.is_none() {
+                return Err(PipelineError::StatefulModule {
+                    pipeline: stage_config.pipeline.name.clone(),
+                    module: module.name().to_string(),
+                });
+            }
             (0..stage_config.transform.instances)
-                .map(|_| TransformStage::start(&stage_config, module.clone(), metrics.clone()))
+                .map(|_| {
+                    TransformStage::start(
+                        &stage_config,
+                        module.clone(),
+                        metrics.clone(),
+                        keyed.clone(),
+                    )
+                })
                 .collect::<Result<Vec<_>, _>>()
+                .map_err(PipelineError::from)
         })
         .await
-        .map_err(PipelineError::from)
     };
     let connect = async { connect.await.map_err(PipelineError::from) };
     let ((feed, table), (stages, module), (delivery, kafka)) = tokio::try_join!(

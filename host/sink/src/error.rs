@@ -88,6 +88,16 @@ pub enum SinkError {
         /// What went wrong.
         detail: String,
     },
+    /// The state changelog topic could not be created or read.
+    #[error("Cannot use the state changelog topic `{topic}` at {bootstrap}: {detail}")]
+    ChangelogTopic {
+        /// The topic.
+        topic: String,
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// A stored position does not parse.
     #[error(
         "The stored position of pipeline `{pipeline}` in topic `{topic}` is corrupt ({detail}). Reset it with `sluice position reset`."

@@ -18,6 +18,7 @@
 //! librdkafka's error callbacks and end a connection attempt at once.
 
 mod certificate;
+mod changelog;
 mod error;
 mod failure;
 mod fence;
@@ -32,6 +33,7 @@ mod test_support;
 mod tracker;
 mod watch;
 
+pub use changelog::{CHANGELOG_DELETE_RETENTION, ChangelogChanges, ChangelogReader};
 pub use error::SinkError;
 pub use failure::{SecurityFailure, SecurityProblem};
 pub use latest::{TopicRecord, read_latest};

@@ -94,7 +94,24 @@ pub async fn ensure_topic(
     topic: &str,
     wait: Duration,
 ) -> Result<(), SinkError> {
-    let fail = |detail: String| topic_error(properties, topic, detail);
+    ensure_compacted_topic(
+        properties,
+        topic,
+        wait,
+        &[("min.compaction.lag.ms", "60000")],
+        |detail| topic_error(properties, topic, detail),
+    )
+    .await
+}
+
+/// Creates a compacted topic of one partition with `settings` if it does not exist.
+pub(crate) async fn ensure_compacted_topic(
+    properties: &BTreeMap<String, String>,
+    topic: &str,
+    wait: Duration,
+    settings: &[(&str, &str)],
+    fail: impl Fn(String) -> SinkError,
+) -> Result<(), SinkError> {
     let config = client_config(properties);
     let admin: AdminClient<Watched> = config
         .create_with_context(Watched {
@@ -103,9 +120,11 @@ pub async fn ensure_topic(
         })
         .map_err(|e| fail(e.to_string()))?;
     // Replication -1 takes the broker's default.replication.factor.
-    let new_topic = NewTopic::new(topic, 1, TopicReplication::Fixed(-1))
-        .set("cleanup.policy", "compact")
-        .set("min.compaction.lag.ms", "60000");
+    let mut new_topic =
+        NewTopic::new(topic, 1, TopicReplication::Fixed(-1)).set("cleanup.policy", "compact");
+    for (name, value) in settings {
+        new_topic = new_topic.set(name, value);
+    }
     let results = admin
         .create_topics(
             [&new_topic],
@@ -127,7 +146,7 @@ pub async fn ensure_topic(
 }
 
 /// Whether `topic` exists; a reader that only looks must not create it.
-fn topic_exists(
+pub(crate) fn topic_exists(
     consumer: &BaseConsumer<TopicReader>,
     topic: &str,
     deadline: Instant,

@@ -11,6 +11,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 
+use crate::changelog::{self, ChangelogReader};
 use crate::error::SinkError;
 use crate::failure::SecurityFailure;
 use crate::fence;
@@ -58,6 +59,9 @@ pub struct SinkConfig {
     pub topic: String,
     /// The compacted topic holding positions.
     pub position_topic: String,
+    /// The compacted topic holding the pipeline's state changes, for a pipeline that
+    /// keeps state (exactly-once only): created at connect when missing.
+    pub changelog_topic: Option<String>,
     /// Exactly-once or at-least-once.
     pub delivery: DeliveryMode,
     /// How long to wait for the cluster at start-up.
@@ -178,7 +182,15 @@ impl KafkaSink {
         // probe's error (an unreachable broker) ends both at once.
         let position_topic =
             position::ensure_topic(&config.properties, &config.position_topic, wait);
-        tokio::try_join!(probe, position_topic)?;
+        let changelog_topic = async {
+            match &config.changelog_topic {
+                Some(topic) => {
+                    changelog::ensure_changelog_topic(&config.properties, topic, wait).await
+                }
+                None => Ok(()),
+            }
+        };
+        tokio::try_join!(probe, position_topic, changelog_topic)?;
 
         if config.delivery == DeliveryMode::ExactlyOnce {
             let init = producer.clone();
@@ -207,6 +219,12 @@ impl KafkaSink {
     /// is being aborted, and nothing else writes there.
     pub async fn load_position(&self) -> Result<Option<SourcePosition>, SinkError> {
         read_stored_position(&self.config, ReadEnd::End).await
+    }
+
+    /// A reader of a changelog topic, with the sink's connection settings.
+    pub fn changelog_reader(&self, topic: &str) -> Result<ChangelogReader, SinkError> {
+        let properties = consumer_properties(&client_properties(&self.config.properties)?);
+        ChangelogReader::new(&properties, topic, self.config.connect_timeout)
     }
 
     /// Hands `records` to Kafka. In exactly-once mode they join the open transaction
@@ -790,6 +808,7 @@ mod tests {
                 .collect(),
             topic: "t".into(),
             position_topic: "positions".into(),
+            changelog_topic: None,
             delivery: DeliveryMode::ExactlyOnce,
             connect_timeout: Duration::from_secs(2),
             transaction_timeout: Duration::from_secs(10),

@@ -54,6 +54,7 @@ const SMALL_COMMITS: Extra<'static> = Extra {
     params: "",
     sink: "commit_rows = 1000\ncommit_interval = \"200ms\"",
     kafka: "",
+    state: None,
 };
 
 /// What a clean run on the single test broker delivers, in order.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use sluice_tests::{
     Consumed, Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_to_latest,
-    spawn_sluice_logged, stop_sluice, transform_component, unique_topic,
+    spawn_sluice_logged, stop_sluice, transform_component, unique_topic, wait_until_started,
 };
 
 const KILLS: usize = 20;
@@ -43,23 +43,6 @@ fn reference(table: &Path, module: &Path, batch_rows: &str) -> (Vec<String>, Dur
     // 200000 inserts, 2 updated deals, 2 tombstones, 2 deals changed by the merge.
     assert_eq!(records.len(), 200_000 + 2 + 2 + 2);
     (records, started.elapsed())
-}
-
-/// Waits until a `sluice run` whose log is `log` says it has started.
-fn wait_until_started(sluice: &mut std::process::Child, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .contains("Pipeline started.")
-    {
-        assert!(
-            sluice.try_wait().unwrap().is_none(),
-            "sluice exited: {}",
-            std::fs::read_to_string(log).unwrap()
-        );
-        assert!(Instant::now() < deadline, "sluice did not start in 60 s");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// A small xorshift generator: the test prints its seed, so a failing run can be replayed.

@@ -243,6 +243,7 @@ fn an_instance_that_grew_past_the_threshold_is_replaced_between_batches() {
             params: "behavior = \"reject\"",
             sink: "",
             kafka: "",
+            state: None,
         },
     );
     let log = run_to_latest(&files.config);

@@ -36,4 +36,5 @@ mod service_tenants;
 mod shell;
 mod spark_tables;
 mod start_positions;
+mod state;
 mod transaction_timeout;

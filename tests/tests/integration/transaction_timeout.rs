@@ -23,6 +23,7 @@ async fn a_transaction_open_past_the_timeout_is_aborted_and_the_next_one_deliver
         properties: [("bootstrap.servers".to_string(), kafka_bootstrap())].into(),
         topic: topic.clone(),
         position_topic: format!("sluice-position-{topic}"),
+        changelog_topic: None,
         delivery: DeliveryMode::ExactlyOnce,
         connect_timeout: Duration::from_secs(10),
         transaction_timeout: Duration::from_secs(1),

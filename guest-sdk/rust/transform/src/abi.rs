@@ -9,6 +9,7 @@ use arrow_array::RecordBatch;
 use sluice_model::helpers::{Comparison, EncodeSpec, FieldValue, Predicate, Scalar, ValueEncoding};
 use sluice_model::{ChangeType, PackedRecords};
 use sluice_transform_sys::sluice::transform::host;
+use sluice_transform_sys::sluice::transform::state;
 use sluice_transform_sys::sluice::transform::types as wit;
 
 use crate::decode::{from_ipc, from_typed};
@@ -237,4 +238,36 @@ fn encode_spec(spec: &EncodeSpec) -> wit::EncodeSpec {
             .map(|(name, value)| (name.clone(), field_value(value)))
             .collect(),
     }
+}
+
+/// The value under `key` in the pipeline's state.
+pub(crate) fn state_get(key: &[u8]) -> Option<Vec<u8>> {
+    state::get(key)
+}
+
+/// The values under `keys`, in one host call.
+pub(crate) fn state_get_many(keys: &[Vec<u8>]) -> Vec<Option<Vec<u8>>> {
+    state::get_many(keys)
+}
+
+/// Sets the value under `key`.
+pub(crate) fn state_put(key: &[u8], value: &[u8]) {
+    state::put(key, value);
+}
+
+/// Removes `key`.
+pub(crate) fn state_delete(key: &[u8]) {
+    state::delete(key);
+}
+
+/// Up to `limit` entries under `prefix` after `start_after`.
+pub(crate) fn state_scan(
+    prefix: &[u8],
+    start_after: Option<&[u8]>,
+    limit: u32,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    state::scan(prefix, start_after, limit)
+        .into_iter()
+        .map(|entry| (entry.key, entry.value))
+        .collect()
 }

@@ -37,6 +37,9 @@
 //! Avro, JSON Schema or Protobuf schema for the host to register and frame
 //! ([`Output::emit_framed`]), or records the host encodes ([`Output::encode`]).
 //!
+//! A transform keeps values across batches in the pipeline's keyed [`state`], which the
+//! host commits exactly once with the batch's records.
+//!
 //! The crate builds natively too, so transforms unit-test with plain `cargo test`:
 //! build a [`Batch`] with [`BatchBuilder`], call your `transform`, read
 //! [`Output::records`]. Natively the helpers run the host's own implementation and
@@ -52,6 +55,7 @@ pub mod guest;
 pub mod log;
 mod output;
 mod params;
+pub mod state;
 
 pub use arrow_array;
 pub use batch::{Batch, BatchBuilder, Row};

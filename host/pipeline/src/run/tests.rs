@@ -168,6 +168,7 @@ impl Instance for RowsInstance {
                 .chain(stolen)
                 .collect(),
             framed: Vec::new(),
+            state: Default::default(),
             rejected: (0..skip.min(batch.num_rows()))
                 .map(|row| RejectedRow {
                     row: row as u32,

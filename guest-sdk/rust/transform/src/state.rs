@@ -1,0 +1,162 @@
+//! The pipeline's keyed state (contract 1.2): values by key, kept across batches and
+//! committed exactly once with the batch's records.
+//!
+//! What a `transform` call changes belongs to its batch: later calls read it, and it
+//! is committed with the batch's records or forgotten with them. Keys and values are
+//! bytes; [`get_i64`], [`add_i64`], [`get_str`] and their kin store numbers and text as
+//! UTF-8 text, as every SDK does, so `sluice state` shows them and a module in another
+//! language reads them.
+//!
+//! A pipeline keeps state only with a `[state]` section; its limits (keys, bytes, the
+//! largest value) fail the batch when crossed.
+//!
+//! Natively (unit tests) the state is an in-memory map per thread: [`clear`] empties
+//! it and [`entries`] shows it.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use crate::abi;
+
+thread_local! {
+    /// The state natively, for unit tests.
+    static NATIVE: RefCell<BTreeMap<Vec<u8>, Vec<u8>>> = const { RefCell::new(BTreeMap::new()) };
+}
+
+fn on_host() -> bool {
+    cfg!(target_arch = "wasm32")
+}
+
+/// The value under `key`.
+pub fn get(key: &[u8]) -> Option<Vec<u8>> {
+    if on_host() {
+        return abi::state_get(key);
+    }
+    NATIVE.with(|state| state.borrow().get(key).cloned())
+}
+
+/// The values under `keys`, in order, in one host call.
+pub fn get_many(keys: &[Vec<u8>]) -> Vec<Option<Vec<u8>>> {
+    if on_host() {
+        return abi::state_get_many(keys);
+    }
+    keys.iter().map(|key| get(key)).collect()
+}
+
+/// Sets the value under `key`.
+pub fn put(key: &[u8], value: &[u8]) {
+    if on_host() {
+        return abi::state_put(key, value);
+    }
+    NATIVE.with(|state| state.borrow_mut().insert(key.to_vec(), value.to_vec()));
+}
+
+/// Removes `key`; removing an absent key does nothing.
+pub fn delete(key: &[u8]) {
+    if on_host() {
+        return abi::state_delete(key);
+    }
+    NATIVE.with(|state| state.borrow_mut().remove(key));
+}
+
+/// Up to `limit` entries whose keys start with `prefix`, in byte order of their keys,
+/// after `start_after` when given. Fewer than `limit` means there are no more.
+pub fn scan(prefix: &[u8], start_after: Option<&[u8]>, limit: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+    if on_host() {
+        return abi::state_scan(prefix, start_after, limit);
+    }
+    NATIVE.with(|state| {
+        state
+            .borrow()
+            .range(prefix.to_vec()..)
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .filter(|(key, _)| start_after.is_none_or(|after| key.as_slice() > after))
+            .take(limit as usize)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    })
+}
+
+/// The text under `key`; `None` when absent or not UTF-8.
+pub fn get_str(key: &str) -> Option<String> {
+    get(key.as_bytes()).and_then(|value| String::from_utf8(value).ok())
+}
+
+/// Sets `key` to `value`.
+pub fn put_str(key: &str, value: &str) {
+    put(key.as_bytes(), value.as_bytes());
+}
+
+/// The integer under `key` (stored as decimal text); `None` when absent or not one.
+pub fn get_i64(key: &str) -> Option<i64> {
+    get_str(key).and_then(|text| text.parse().ok())
+}
+
+/// Sets `key` to `value`, as decimal text.
+pub fn put_i64(key: &str, value: i64) {
+    put_str(key, &value.to_string());
+}
+
+/// Adds `delta` to the counter under `key` (absent counts as 0) and returns the new
+/// value; a counter that reaches 0 is removed.
+pub fn add_i64(key: &str, delta: i64) -> i64 {
+    let value = get_i64(key).unwrap_or(0).saturating_add(delta);
+    match value {
+        0 => delete(key.as_bytes()),
+        _ => put_i64(key, value),
+    }
+    value
+}
+
+/// The number under `key` (stored as text); `None` when absent or not one.
+pub fn get_f64(key: &str) -> Option<f64> {
+    get_str(key).and_then(|text| text.parse().ok())
+}
+
+/// Sets `key` to `value`, as text that reads back to the same number.
+pub fn put_f64(key: &str, value: f64) {
+    put_str(key, &value.to_string());
+}
+
+/// Empties the native state, between unit tests.
+pub fn clear() {
+    NATIVE.with(|state| state.borrow_mut().clear());
+}
+
+/// Every entry of the native state, in key order.
+pub fn entries() -> Vec<(Vec<u8>, Vec<u8>)> {
+    NATIVE.with(|state| {
+        state
+            .borrow()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_and_text_round_trip_and_scans_page() {
+        clear();
+        assert_eq!(add_i64("count/a", 2), 2);
+        assert_eq!(add_i64("count/a", 3), 5);
+        assert_eq!(add_i64("count/b", 1), 1);
+        put_f64("sum", 12.5);
+        assert_eq!(get_f64("sum"), Some(12.5));
+        assert_eq!(get_str("count/a").as_deref(), Some("5"));
+        let first = scan(b"count/", None, 1);
+        assert_eq!(first, vec![(b"count/a".to_vec(), b"5".to_vec())]);
+        let rest = scan(b"count/", Some(&first[0].0), 10);
+        assert_eq!(rest, vec![(b"count/b".to_vec(), b"1".to_vec())]);
+        assert_eq!(add_i64("count/b", -1), 0);
+        assert_eq!(get(b"count/b"), None);
+        assert_eq!(
+            get_many(&[b"count/a".to_vec(), b"missing".to_vec()]),
+            vec![Some(b"5".to_vec()), None]
+        );
+        assert_eq!(entries().len(), 2);
+    }
+}

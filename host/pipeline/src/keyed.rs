@@ -1,0 +1,243 @@
+//! A pipeline's keyed state in the loop: the store `[state]` names, what the stage
+//! transforms with, the changelog records a batch's changes become, and restoring the
+//! store from the changelog before a range is read.
+
+use std::sync::Arc;
+
+use sluice_engine::{BatchOutput, StateChanges, StateLimits, StateScope, TransformError};
+use sluice_sink::SinkRecord;
+use sluice_source::arrow::array::RecordBatch;
+use sluice_state::{Changelog, MemoryStore, PipelineState, RedbStore, StateStore};
+
+use crate::config::PipelineConfig;
+use crate::error::PipelineError;
+use crate::metrics::PipelineMetrics;
+use crate::module::Instance;
+use crate::work::blocking_step;
+
+/// The state a pipeline's stage transforms with.
+#[derive(Clone)]
+pub(crate) struct StageState {
+    /// The state, which the stage adds each batch's changes to.
+    pub state: Arc<PipelineState>,
+    /// The same state as the module reads it, with its limits.
+    pub scope: StateScope,
+}
+
+impl StageState {
+    /// `state` under `limits`.
+    pub(crate) fn new(state: Arc<PipelineState>, limits: StateLimits) -> StageState {
+        StageState {
+            scope: StateScope {
+                source: state.clone(),
+                limits,
+            },
+            state,
+        }
+    }
+}
+
+/// The limits `[state]` sets.
+pub(crate) fn state_limits(config: &PipelineConfig) -> Option<StateLimits> {
+    let state = config.state.as_ref()?;
+    Some(StateLimits {
+        max_keys: state.max_keys,
+        max_bytes: state.max_mib.saturating_mul(1024 * 1024),
+        max_value_bytes: state.max_value_kib.saturating_mul(1024),
+    })
+}
+
+/// A stateful pipeline's state and changelog, as the loop keeps them.
+pub(crate) struct KeyedState {
+    stage: StageState,
+    topic: String,
+    /// Whether the store must be brought up to the changelog before the next range: at
+    /// start, and after an error that may have left a commit's outcome unknown.
+    needs_restore: bool,
+}
+
+impl KeyedState {
+    /// Opens the store of a pipeline with `[state]`; `None` without one.
+    pub(crate) fn open(config: &PipelineConfig) -> Result<Option<KeyedState>, PipelineError> {
+        let (Some(section), Some(limits), Some(topic)) = (
+            config.state.as_ref(),
+            state_limits(config),
+            config.changelog_topic(),
+        ) else {
+            return Ok(None);
+        };
+        let dir = section
+            .dir
+            .as_ref()
+            .expect("the config sets [state] dir when it loads");
+        let store: Arc<dyn StateStore> =
+            Arc::new(RedbStore::open(dir).map_err(|source| PipelineError::State {
+                pipeline: config.pipeline.name.clone(),
+                source,
+            })?);
+        Ok(Some(KeyedState {
+            stage: StageState::new(Arc::new(PipelineState::new(store)), limits),
+            topic,
+            needs_restore: true,
+        }))
+    }
+
+    /// The changelog topic.
+    pub(crate) fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Whether the store must be brought up to the changelog before the next range.
+    pub(crate) fn needs_restore(&self) -> bool {
+        self.needs_restore
+    }
+
+    /// What the stage transforms with.
+    pub(crate) fn stage(&self) -> StageState {
+        self.stage.clone()
+    }
+
+    /// The changelog records of a batch's changes: one per changed key, a tombstone
+    /// for a removed one, all on the changelog's one partition.
+    pub(crate) fn changelog_records(&self, changes: &StateChanges) -> Vec<SinkRecord> {
+        changes
+            .iter()
+            .map(|(key, value)| SinkRecord {
+                topic: Some(self.topic.clone()),
+                partition: Some(0),
+                key: Some(key.to_vec()),
+                value: value.map(<[u8]>::to_vec),
+                headers: Vec::new(),
+                origin: None,
+            })
+            .collect()
+    }
+
+    /// Moves the changes of the batches through `position`, now committed, into the
+    /// store.
+    pub(crate) fn committed(
+        &self,
+        pipeline: &str,
+        position: sluice_source::Position,
+        metrics: &PipelineMetrics,
+    ) -> Result<(), PipelineError> {
+        self.stage
+            .state
+            .committed(position)
+            .map_err(|source| PipelineError::State {
+                pipeline: pipeline.to_string(),
+                source,
+            })?;
+        let usage = self.stage.state.store().usage();
+        metrics.record_state_usage(usage.keys, usage.bytes);
+        Ok(())
+    }
+
+    /// Forgets the changes not committed, before the work after the last commit is
+    /// redone.
+    pub(crate) fn discard_pending(&self) {
+        self.stage.state.discard_pending();
+    }
+
+    /// Restores the store from the changelog before the next range, once an error may
+    /// have left a commit's outcome unknown.
+    pub(crate) fn restore_before_next_range(&mut self) {
+        self.needs_restore = true;
+    }
+
+    /// Brings the store up to the changelog, showing progress in the metrics.
+    pub(crate) async fn restore(
+        &mut self,
+        pipeline: &str,
+        changelog: Box<dyn Changelog>,
+        metrics: &Arc<PipelineMetrics>,
+    ) -> Result<(), PipelineError> {
+        let state = self.stage.state.clone();
+        let progress_metrics = metrics.clone();
+        let restored = blocking_step(move || {
+            state.restore(&*changelog, &mut |read, total| {
+                progress_metrics.record_state_restore(read, total);
+            })
+        })
+        .await
+        .map_err(|source| PipelineError::State {
+            pipeline: pipeline.to_string(),
+            source,
+        })?;
+        let usage = self.stage.state.store().usage();
+        metrics.record_state_usage(usage.keys, usage.bytes);
+        metrics.record_state_restored(restored.took);
+        tracing::info!(
+            pipeline,
+            changelog = self.topic,
+            from_offset = restored.from,
+            to_offset = restored.to,
+            changes = restored.changes,
+            keys = usage.keys,
+            bytes = usage.bytes,
+            rebuilt = restored.rebuilt.unwrap_or("no"),
+            seconds = restored.took.as_secs_f64(),
+            "Restored the pipeline's state from its changelog."
+        );
+        self.needs_restore = false;
+        Ok(())
+    }
+
+    /// Writes a checkpoint at the changelog's end after the run's last commit, so the
+    /// next start reads only what comes after; a failure costs only a longer restore.
+    pub(crate) async fn checkpoint(&self, pipeline: &str, changelog: Box<dyn Changelog>) {
+        if self.needs_restore {
+            // The store was not brought up to the changelog this run: a checkpoint at
+            // the changelog's end would claim changes it never applied.
+            return;
+        }
+        let state = self.stage.state.clone();
+        let written = blocking_step(move || state.checkpoint(&*changelog)).await;
+        if let Err(error) = written {
+            tracing::warn!(
+                pipeline,
+                %error,
+                "The state's checkpoint could not be written; the next start restores more of the changelog."
+            );
+        }
+    }
+}
+
+/// The limits of state that lives only as long as a preview or a deploy's trial run:
+/// `[state]`'s defaults.
+const SCRATCH_LIMITS: StateLimits = StateLimits {
+    max_keys: 1_000_000,
+    max_bytes: 256 * 1024 * 1024,
+    max_value_bytes: 512 * 1024,
+};
+
+/// State in memory for a run that commits nothing (a preview, a deploy's trial run):
+/// each batch's changes are kept as if committed.
+pub(crate) struct ScratchState(StageState);
+
+impl ScratchState {
+    /// Empty state.
+    pub(crate) fn new() -> ScratchState {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::default());
+        ScratchState(StageState::new(
+            Arc::new(PipelineState::new(store)),
+            SCRATCH_LIMITS,
+        ))
+    }
+
+    /// Transforms `batch` with this state and keeps what the module changed.
+    pub(crate) fn transform(
+        &self,
+        instance: &mut dyn Instance,
+        batch: &RecordBatch,
+    ) -> Result<BatchOutput, TransformError> {
+        let mut output = instance.transform_keyed(batch, &self.0.scope)?;
+        let at = sluice_source::Position::default();
+        self.0.state.push(at, std::mem::take(&mut output.state));
+        self.0
+            .state
+            .committed(at)
+            .expect("the in-memory store does not fail");
+        Ok(output)
+    }
+}

@@ -1,0 +1,22 @@
+//! A pipeline's keyed state on a node.
+//!
+//! The truth is the pipeline's changelog topic: a batch's state changes are produced to
+//! it in the Kafka transaction that carries the batch's records and position. This
+//! crate keeps the node's copy: a local store ([`RedbStore`]) with the changelog
+//! offset it reflects, the changes of batches transformed but not yet committed layered
+//! over it ([`PipelineState`], which the module reads through), and restoring the store
+//! from the changelog on start, after a crash or after a move to another node.
+
+mod changelog;
+mod error;
+mod memory;
+mod pipeline_state;
+mod redb_store;
+mod store;
+
+pub use changelog::{Changelog, ChangelogEntry};
+pub use error::StoreError;
+pub use memory::{MemoryChangelog, MemoryStore};
+pub use pipeline_state::{MAX_CHECKPOINT_AGE, PipelineState, Restored};
+pub use redb_store::RedbStore;
+pub use store::{Checkpoint, StateStore};

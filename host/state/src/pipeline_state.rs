@@ -1,0 +1,363 @@
+//! A pipeline's state as its module reads it: the local store, with the changes of
+//! batches transformed but not yet committed on top; committed batches move into the
+//! store, the others are forgotten when the work is redone; the store is brought up
+//! to the changelog before the pipeline reads.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sluice_engine::{Layered, StateChanges, StateEntry, StateError, StateSource, StateUsage};
+use sluice_position::Position;
+
+use crate::changelog::Changelog;
+use crate::error::StoreError;
+use crate::store::{Checkpoint, StateStore};
+
+/// How old a checkpoint may be before the store is rebuilt from the whole changelog:
+/// removals leave the compacted changelog after its `delete.retention.ms` (seven days,
+/// as Sluice creates it), so a store older than that could keep a removed key.
+pub const MAX_CHECKPOINT_AGE: Duration = Duration::from_secs(6 * 24 * 3600);
+
+/// What restoring did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restored {
+    /// The changelog offset reading began at.
+    pub from: u64,
+    /// The offset it ended at, which the store now reflects.
+    pub to: u64,
+    /// Changes applied.
+    pub changes: u64,
+    /// Why the local store was emptied first, if it was.
+    pub rebuilt: Option<&'static str>,
+    /// How long it took.
+    pub took: Duration,
+}
+
+/// Batches transformed but not committed, oldest first, and all of their changes
+/// merged, as reads see them.
+#[derive(Default)]
+struct Pending {
+    batches: VecDeque<(Position, StateChanges)>,
+    merged: StateChanges,
+}
+
+/// A pipeline's state: what its module reads and changes through.
+pub struct PipelineState {
+    store: Arc<dyn StateStore>,
+    pending: Mutex<Pending>,
+}
+
+/// The store as the state below a module's changes.
+struct Committed<'a>(&'a dyn StateStore);
+
+fn read_error(error: StoreError) -> StateError {
+    StateError::Read(error.to_string())
+}
+
+impl StateSource for Committed<'_> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        self.0.get(key).map_err(read_error)
+    }
+
+    fn scan(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<StateEntry>, StateError> {
+        self.0.scan(prefix, after, limit).map_err(read_error)
+    }
+
+    fn usage(&self) -> StateUsage {
+        self.0.usage()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl PipelineState {
+    /// The state kept in `store`.
+    pub fn new(store: Arc<dyn StateStore>) -> PipelineState {
+        PipelineState {
+            store,
+            pending: Mutex::default(),
+        }
+    }
+
+    /// The committed state on this node.
+    pub fn store(&self) -> &dyn StateStore {
+        &*self.store
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Adds the changes of a batch that was transformed and ends at `end`: the next
+    /// batches read them.
+    pub fn push(&self, end: Position, changes: StateChanges) {
+        let mut pending = self.lock();
+        pending.merged.extend(changes.clone());
+        pending.batches.push_back((end, changes));
+    }
+
+    /// Bytes of changes not yet committed.
+    pub fn pending_bytes(&self) -> usize {
+        self.lock().merged.held_bytes()
+    }
+
+    /// Moves the changes of the batches through `through`, now committed, into the
+    /// store.
+    pub fn committed(&self, through: Position) -> Result<(), StoreError> {
+        let mut pending = self.lock();
+        let mut done = StateChanges::default();
+        while pending
+            .batches
+            .front()
+            .is_some_and(|(end, _)| *end <= through)
+        {
+            let (_, changes) = pending.batches.pop_front().expect("looked at above");
+            done.extend(changes);
+        }
+        if done.is_empty() {
+            return Ok(());
+        }
+        self.store.apply(&done)?;
+        let mut merged = StateChanges::default();
+        for (_, changes) in &pending.batches {
+            merged.extend(changes.clone());
+        }
+        pending.merged = merged;
+        Ok(())
+    }
+
+    /// Forgets the changes not committed: the work after the last commit is redone.
+    pub fn discard_pending(&self) {
+        *self.lock() = Pending::default();
+    }
+
+    /// Brings the store up to the end of `changelog`: from its checkpoint, or from the
+    /// beginning when the store is empty, has no checkpoint, or does not match the
+    /// changelog. `progress` is told the offsets read and the offsets to read.
+    pub fn restore(
+        &self,
+        changelog: &dyn Changelog,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Restored, StoreError> {
+        let started = Instant::now();
+        self.discard_pending();
+        let (start, end) = changelog.bounds()?;
+        let checkpoint = self.store.checkpoint()?;
+        let rebuilt = match checkpoint {
+            None if self.store.usage().keys > 0 => Some("it has no checkpoint"),
+            None => None,
+            Some(c) if c.offset > end => {
+                Some("its checkpoint is past the changelog's end (the topic was recreated)")
+            }
+            Some(c) if c.offset < start => {
+                Some("the changelog no longer holds the changes after its checkpoint")
+            }
+            Some(c)
+                if now_ms().saturating_sub(c.written_ms)
+                    > MAX_CHECKPOINT_AGE.as_millis() as u64 =>
+            {
+                Some("its checkpoint is older than the changelog keeps removals")
+            }
+            Some(_) => None,
+        };
+        if rebuilt.is_some() {
+            self.store.clear()?;
+        }
+        let from = match (rebuilt, checkpoint) {
+            (None, Some(c)) => c.offset,
+            _ => start,
+        };
+        let mut changes = 0;
+        let mut read = 0;
+        changelog.read(from, end, &mut |entries| {
+            read += entries.len() as u64;
+            let batch: StateChanges = entries.into_iter().collect();
+            changes += batch.len() as u64;
+            self.store.apply(&batch)?;
+            progress(read, end.saturating_sub(from));
+            Ok(())
+        })?;
+        self.store.set_checkpoint(Checkpoint {
+            offset: end,
+            written_ms: now_ms(),
+        })?;
+        Ok(Restored {
+            from,
+            to: end,
+            changes,
+            rebuilt,
+            took: started.elapsed(),
+        })
+    }
+
+    /// Writes a checkpoint at the changelog's end, so the next start reads only what
+    /// comes after it. Only with nothing pending: after the last commit of a run.
+    pub fn checkpoint(&self, changelog: &dyn Changelog) -> Result<(), StoreError> {
+        if !self.lock().batches.is_empty() {
+            return Ok(());
+        }
+        let (_, end) = changelog.bounds()?;
+        self.store.set_checkpoint(Checkpoint {
+            offset: end,
+            written_ms: now_ms(),
+        })
+    }
+}
+
+impl StateSource for PipelineState {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        let pending = self.lock();
+        Layered {
+            top: &pending.merged,
+            below: &Committed(&*self.store),
+        }
+        .get(key)
+    }
+
+    fn scan(
+        &self,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<StateEntry>, StateError> {
+        let pending = self.lock();
+        Layered {
+            top: &pending.merged,
+            below: &Committed(&*self.store),
+        }
+        .scan(prefix, after, limit)
+    }
+
+    fn usage(&self) -> StateUsage {
+        let pending = self.lock();
+        Layered {
+            top: &pending.merged,
+            below: &Committed(&*self.store),
+        }
+        .usage()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{MemoryChangelog, MemoryStore};
+
+    fn changes(entries: &[(&str, Option<&str>)], usage: Option<StateUsage>) -> StateChanges {
+        let mut changes = StateChanges::default();
+        for (key, value) in entries {
+            changes.record(
+                key.as_bytes().to_vec(),
+                value.map(|v| v.as_bytes().to_vec()),
+            );
+        }
+        if let Some(usage) = usage {
+            changes.set_usage(usage);
+        }
+        changes
+    }
+
+    fn value(state: &PipelineState, key: &str) -> Option<String> {
+        state
+            .get(key.as_bytes())
+            .unwrap()
+            .map(|v| String::from_utf8(v).unwrap())
+    }
+
+    #[test]
+    fn batches_read_what_earlier_batches_changed_before_it_is_committed() {
+        let store = Arc::new(MemoryStore::default());
+        let state = PipelineState::new(store.clone());
+        state.push(Position::at_version(2), changes(&[("a", Some("1"))], None));
+        state.push(
+            Position::at_version(3),
+            changes(
+                &[("a", Some("2")), ("b", Some("x"))],
+                Some(StateUsage { keys: 2, bytes: 4 }),
+            ),
+        );
+        assert_eq!(value(&state, "a").as_deref(), Some("2"));
+        assert_eq!(state.usage(), StateUsage { keys: 2, bytes: 4 });
+        // The first batch commits: the store has its changes, reads still see both.
+        state.committed(Position::at_version(2)).unwrap();
+        assert_eq!(store.get(b"a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(store.get(b"b").unwrap(), None);
+        assert_eq!(value(&state, "a").as_deref(), Some("2"));
+        // The second is redone: its changes are forgotten.
+        state.discard_pending();
+        assert_eq!(value(&state, "a").as_deref(), Some("1"));
+        assert_eq!(value(&state, "b"), None);
+        assert_eq!(state.usage(), StateUsage { keys: 1, bytes: 2 });
+    }
+
+    #[test]
+    fn restoring_reads_the_changelog_from_the_checkpoint_or_from_the_start() {
+        let changelog = MemoryChangelog::default();
+        changelog.append(&changes(&[("a", Some("1")), ("b", Some("2"))], None));
+        changelog.append(&changes(&[("a", None), ("c", Some("3"))], None));
+        let store = Arc::new(MemoryStore::default());
+        let state = PipelineState::new(store.clone());
+        let mut seen = Vec::new();
+        let restored = state
+            .restore(&changelog, &mut |read, total| seen.push((read, total)))
+            .unwrap();
+        assert_eq!((restored.from, restored.to, restored.rebuilt), (0, 4, None));
+        assert_eq!(seen.last(), Some(&(4, 4)));
+        assert_eq!(
+            store.entries(),
+            vec![
+                (b"b".to_vec(), b"2".to_vec()),
+                (b"c".to_vec(), b"3".to_vec())
+            ]
+        );
+        // Later commits reach the changelog; the store lags: a restart reads only them.
+        changelog.append(&changes(&[("b", None)], None));
+        let again = state.restore(&changelog, &mut |_, _| {}).unwrap();
+        assert_eq!((again.from, again.to, again.changes), (4, 5, 1));
+        assert_eq!(store.entries(), vec![(b"c".to_vec(), b"3".to_vec())]);
+    }
+
+    #[test]
+    fn a_store_that_does_not_match_its_changelog_is_rebuilt() {
+        let store = Arc::new(MemoryStore::default());
+        let state = PipelineState::new(store.clone());
+        // Entries without a checkpoint: a crash before the first one.
+        store
+            .apply(&changes(&[("stale", Some("x"))], None))
+            .unwrap();
+        let changelog = MemoryChangelog::default();
+        changelog.append(&changes(&[("a", Some("1"))], None));
+        let restored = state.restore(&changelog, &mut |_, _| {}).unwrap();
+        assert_eq!(restored.rebuilt, Some("it has no checkpoint"));
+        assert_eq!(store.entries(), vec![(b"a".to_vec(), b"1".to_vec())]);
+        // A changelog shorter than the checkpoint is another topic of the same name.
+        let recreated = MemoryChangelog::default();
+        let restored = state.restore(&recreated, &mut |_, _| {}).unwrap();
+        assert!(restored.rebuilt.unwrap().contains("recreated"));
+        assert!(store.entries().is_empty());
+        // Changes after the checkpoint were removed from the changelog (a reset).
+        let truncated = MemoryChangelog::default();
+        for _ in 0..3 {
+            truncated.append(&changes(&[("k", Some("v"))], None));
+        }
+        state.restore(&truncated, &mut |_, _| {}).unwrap();
+        truncated.append(&changes(&[("k", Some("w"))], None));
+        truncated.truncate_before(4);
+        truncated.append(&changes(&[("m", Some("n"))], None));
+        let restored = state.restore(&truncated, &mut |_, _| {}).unwrap();
+        assert!(restored.rebuilt.unwrap().contains("no longer holds"));
+        assert_eq!(store.entries(), vec![(b"m".to_vec(), b"n".to_vec())]);
+    }
+}
