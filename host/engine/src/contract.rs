@@ -3,9 +3,6 @@
 /// The interface a `sluice:transform@1.2.0` module exports.
 pub const V1_2_EXPORT: &str = "sluice:transform/transformer@1.2.0";
 
-/// The interface a `sluice:transform@1.2.0` module imports to keep state.
-pub const V1_2_STATE_IMPORT: &str = "sluice:transform/state@1.2.0";
-
 /// The interface a `sluice:transform@1.1.0` module exports.
 pub const V1_1_EXPORT: &str = "sluice:transform/transformer@1.1.0";
 

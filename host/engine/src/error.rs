@@ -247,9 +247,9 @@ pub enum TransformError {
         /// What was wrong.
         message: String,
     },
-    /// The pipeline's state could not be read for the module: the pipeline stops
-    /// instead of failing rows for it.
-    #[error("The state of transform module {module} could not be read: {message}")]
+    /// The module could not use state (the pipeline keeps none, the store failed):
+    /// the pipeline stops instead of failing rows for it.
+    #[error("Transform module {module} could not use state: {message}")]
     State {
         /// The module's name.
         module: String,

@@ -250,10 +250,12 @@ impl TransformInstance {
     }
 
     fn trap(&self, error: &wasmtime::Error) -> TransformError {
-        if let Some(StateError::Read(message)) = error.downcast_ref::<StateError>() {
+        if let Some(state) = error.downcast_ref::<StateError>()
+            && !state.is_limit()
+        {
             return TransformError::State {
                 module: self.module.clone(),
-                message: message.clone(),
+                message: state.to_string(),
             };
         }
         TransformError::Trap {

@@ -248,15 +248,10 @@ impl TransformEngine {
                 ModulePre::V0_1(v0_1::TransformPre::new(pre).map_err(invalid)?)
             }
         };
-        let uses_state = component
-            .component_type()
-            .imports(&self.engine)
-            .any(|(name, _)| name == contract::V1_2_STATE_IMPORT);
         Ok(TransformModule {
             name: name.to_string(),
             digest,
             contract: version,
-            uses_state,
             engine: self.engine.clone(),
             _ticker: self.ticker.clone(),
             limits,
@@ -587,8 +582,6 @@ pub struct TransformModule {
     name: String,
     digest: String,
     contract: Contract,
-    /// Whether it imports `state`.
-    uses_state: bool,
     engine: wasmtime::Engine,
     // Deadlines fire only while the engine's epoch thread runs.
     _ticker: Arc<Ticker>,
@@ -611,12 +604,6 @@ impl TransformModule {
     /// The contract version the module was built for.
     pub fn contract(&self) -> Contract {
         self.contract
-    }
-
-    /// Whether the module keeps state (imports the contract's `state` interface), so it
-    /// runs only in a pipeline that keeps state.
-    pub fn uses_state(&self) -> bool {
-        self.uses_state
     }
 
     /// The limits its instances run under.

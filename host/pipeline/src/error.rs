@@ -104,16 +104,6 @@ pub enum PipelineError {
     /// Kafka refused or lost records.
     #[error(transparent)]
     Sink(#[from] SinkError),
-    /// The module keeps state and the pipeline keeps none.
-    #[error(
-        "Transform module {module} keeps state, but pipeline {pipeline} has no [state] section. Add one (see docs/state.md) to keep its state exactly once."
-    )]
-    StatefulModule {
-        /// The pipeline.
-        pipeline: String,
-        /// The module.
-        module: String,
-    },
     /// The pipeline's state could not be kept on this node or restored.
     #[error("The state of pipeline {pipeline} could not be used: {source}")]
     State {

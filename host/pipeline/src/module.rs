@@ -20,10 +20,6 @@ pub trait Module: Send + Sync {
     fn digest(&self) -> &str;
     /// The contract it implements, for the start-up log.
     fn contract(&self) -> &str;
-    /// Whether it keeps state, so it runs only in a pipeline with `[state]`.
-    fn uses_state(&self) -> bool {
-        false
-    }
     /// Starts an instance and initialises it with `params`; the host helpers write its
     /// records in `format`.
     fn instantiate(
@@ -64,10 +60,6 @@ impl Module for TransformModule {
 
     fn contract(&self) -> &str {
         TransformModule::contract(self).version()
-    }
-
-    fn uses_state(&self) -> bool {
-        TransformModule::uses_state(self)
     }
 
     fn instantiate(

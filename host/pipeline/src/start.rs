@@ -107,12 +107,6 @@ pub(crate) async fn start<D: Sink>(
                 Some(module) => module,
                 None => Arc::new(load_module(&stage_config)?),
             };
-            if module.uses_state() && keyed.is_none() {
-                return Err(PipelineError::StatefulModule {
-                    pipeline: stage_config.pipeline.name.clone(),
-                    module: module.name().to_string(),
-                });
-            }
             (0..stage_config.transform.instances)
                 .map(|_| {
                     TransformStage::start(

@@ -157,6 +157,6 @@ fn a_stateful_module_in_a_pipeline_without_state_is_refused_with_the_fix() {
         Extra::default(),
     );
     let log = run_expecting_failure(&files.config);
-    assert!(log.contains("keeps state"), "{log}");
-    assert!(log.contains("[state] section"), "{log}");
+    assert!(log.contains("could not use state"), "{log}");
+    assert!(log.contains("give the pipeline a [state] section"), "{log}");
 }
