@@ -191,14 +191,6 @@ impl StateChanges {
         }
     }
 
-    /// Bytes the changes hold in memory.
-    pub fn held_bytes(&self) -> usize {
-        self.changes
-            .iter()
-            .map(|(key, value)| key.len() + value.as_ref().map_or(0, Vec::len))
-            .sum()
-    }
-
     /// The changed keys starting with `prefix`, after `after`, through `through`.
     fn range<'a>(
         &'a self,
@@ -293,29 +285,6 @@ impl StateSource for Layered<'_> {
 
     fn usage(&self) -> StateUsage {
         self.top.usage.unwrap_or_else(|| self.below.usage())
-    }
-}
-
-/// No state: what a module reads where nothing was ever kept (an empty store, a
-/// preview without a seed).
-pub struct EmptyState;
-
-impl StateSource for EmptyState {
-    fn get(&self, _key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
-        Ok(None)
-    }
-
-    fn scan(
-        &self,
-        _prefix: &[u8],
-        _after: Option<&[u8]>,
-        _limit: usize,
-    ) -> Result<Vec<StateEntry>, StateError> {
-        Ok(Vec::new())
-    }
-
-    fn usage(&self) -> StateUsage {
-        StateUsage::default()
     }
 }
 

@@ -289,10 +289,6 @@ impl CommittedChangelog {
 }
 
 impl Changelog for CommittedChangelog {
-    fn topic(&self) -> &str {
-        &self.topic
-    }
-
     fn bounds(&self) -> Result<(u64, u64), StoreError> {
         Ok((0, self.entries().len() as u64))
     }

@@ -89,10 +89,6 @@ impl KafkaChangelog {
 }
 
 impl Changelog for KafkaChangelog {
-    fn topic(&self) -> &str {
-        self.0.topic()
-    }
-
     fn bounds(&self) -> Result<(u64, u64), StoreError> {
         self.0.bounds().map_err(|e| self.error(e))
     }

@@ -8,8 +8,6 @@ pub type ChangelogEntry = (Vec<u8>, Option<Vec<u8>>);
 
 /// Reads a pipeline's changelog.
 pub trait Changelog: Send + Sync {
-    /// The topic's name, for messages.
-    fn topic(&self) -> &str;
     /// The first offset still in the topic and the offset after the last committed
     /// change.
     fn bounds(&self) -> Result<(u64, u64), StoreError>;

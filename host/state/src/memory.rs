@@ -128,10 +128,6 @@ impl MemoryChangelog {
 }
 
 impl Changelog for MemoryChangelog {
-    fn topic(&self) -> &str {
-        "memory"
-    }
-
     fn bounds(&self) -> Result<(u64, u64), StoreError> {
         let inner = self
             .inner

@@ -108,11 +108,6 @@ impl PipelineState {
         pending.batches.push_back((end, changes));
     }
 
-    /// Bytes of changes not yet committed.
-    pub fn pending_bytes(&self) -> usize {
-        self.lock().merged.held_bytes()
-    }
-
     /// Moves the changes of the batches through `through`, now committed, into the
     /// store.
     pub fn committed(&self, through: Position) -> Result<(), StoreError> {
