@@ -65,6 +65,8 @@ pub struct Seen {
     down_for: usize,
     /// Unusable until reconnected (after a transaction timeout).
     broken: bool,
+    /// How long each send takes.
+    send_delay: Duration,
 }
 
 impl Seen {
@@ -153,6 +155,12 @@ impl MemorySink {
         self
     }
 
+    /// Makes each send take `delay`, so the loop's stages get ahead of it.
+    pub fn slow_sends(&self, delay: Duration) -> &Self {
+        self.seen().send_delay = delay;
+        self
+    }
+
     /// What the sink saw so far.
     pub fn seen(&self) -> MutexGuard<'_, Seen> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
@@ -228,6 +236,10 @@ impl MemorySink {
 
 impl Sink for MemorySink {
     async fn send(&mut self, records: Vec<SinkRecord>) -> Result<(), SinkError> {
+        let delay = self.seen().send_delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let mut seen = self.seen();
         seen.sends += 1;
         let call = Call::Send(seen.sends);

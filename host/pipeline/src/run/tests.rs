@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_engine::{BatchOutput, EngineError, Format, OutputRecord, RejectedRow, TransformError};
+use sluice_engine::{
+    BatchOutput, EngineError, Format, OutputRecord, RejectedRow, StateScope, TransformError,
+};
 use sluice_sink::SinkError;
 use sluice_source::arrow::array::RecordBatch;
 use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
@@ -29,7 +31,12 @@ fn config(transform: &str) -> PipelineConfig {
 
 /// A config with extra lines in `[source]`, `[transform]` and `[sink]`.
 fn config_with(source: &str, transform: &str, sink: &str) -> PipelineConfig {
-    let text = format!(
+    PipelineConfig::parse(&config_text(source, transform, sink), Path::new("/"))
+        .expect("the test config parses")
+}
+
+fn config_text(source: &str, transform: &str, sink: &str) -> String {
+    format!(
         r#"
         [pipeline]
         name = "unit"
@@ -48,8 +55,7 @@ fn config_with(source: &str, transform: &str, sink: &str) -> PipelineConfig {
         "bootstrap.servers" = "memory:1"
         "#,
         table()
-    );
-    PipelineConfig::parse(&text, Path::new("/")).expect("the test config parses")
+    )
 }
 
 /// Every change row of the table, in order, as (version, row in version).
@@ -675,4 +681,247 @@ async fn futures_join(handles: Vec<tokio::task::JoinHandle<usize>>) -> Vec<usize
         done.push(handle.await.unwrap());
     }
     done
+}
+
+/// A stateful module: it counts the rows it has seen in state under `rows`, and each
+/// record's value is the count after its row, so a change applied twice or lost shows
+/// in the records as well as in the state.
+#[derive(Clone)]
+struct Counting {
+    digest: &'static str,
+    /// On this batch (counting from 1), ask for a swap.
+    swap_on: Option<(usize, SwapAsk)>,
+}
+
+struct CountingInstance {
+    module: Counting,
+    batches: usize,
+}
+
+impl Module for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn digest(&self) -> &str {
+        self.digest
+    }
+    fn contract(&self) -> &str {
+        "test"
+    }
+    fn instantiate(
+        &self,
+        _: &[(String, String)],
+        _: Arc<Format>,
+    ) -> Result<Box<dyn Instance>, EngineError> {
+        Ok(Box::new(CountingInstance {
+            module: self.clone(),
+            batches: 0,
+        }))
+    }
+}
+
+impl Instance for CountingInstance {
+    fn transform(&mut self, _: &RecordBatch) -> Result<BatchOutput, TransformError> {
+        unreachable!("a pipeline with [state] transforms with its state")
+    }
+
+    fn transform_keyed(
+        &mut self,
+        batch: &RecordBatch,
+        state: &StateScope,
+    ) -> Result<BatchOutput, TransformError> {
+        self.batches += 1;
+        if let Some((n, swap)) = &self.module.swap_on
+            && *n == self.batches
+            && let Some((sender, request)) = swap.lock().unwrap().take()
+        {
+            assert!(sender.try_send(request).is_ok(), "the swap is taken");
+        }
+        let before = state
+            .source
+            .get(b"rows")
+            .expect("the test's state reads")
+            .map_or(0, |bytes| {
+                String::from_utf8(bytes).unwrap().parse().unwrap()
+            });
+        let records = (0..batch.num_rows())
+            .map(|row| OutputRecord {
+                source_row: row as u32,
+                key: Some(self.module.digest.as_bytes().to_vec()),
+                value: Some((before + row as u64 + 1).to_string().into_bytes()),
+                ..OutputRecord::default()
+            })
+            .collect();
+        let after = (before + batch.num_rows() as u64).to_string().into_bytes();
+        Ok(BatchOutput {
+            records,
+            state: [(b"rows".to_vec(), Some(after))].into_iter().collect(),
+            ..BatchOutput::default()
+        })
+    }
+}
+
+fn counting(digest: &'static str) -> Counting {
+    Counting {
+        digest,
+        swap_on: None,
+    }
+}
+
+/// The records' values on the output topic, in commit order.
+fn counts(seen: &Seen) -> Vec<u64> {
+    seen.committed
+        .iter()
+        .flat_map(|t| &t.records)
+        .filter(|r| r.topic.is_none())
+        .map(|r| {
+            String::from_utf8(r.value.clone().unwrap())
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The count the changelog holds last.
+fn changelog_count(seen: &Seen) -> Option<u64> {
+    seen.committed
+        .iter()
+        .flat_map(|t| &t.records)
+        .rfind(|r| r.topic.as_deref() == Some("sluice-state-unit"))
+        .map(|r| {
+            String::from_utf8(r.value.clone().unwrap())
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+}
+
+async fn run_counting(
+    config: &PipelineConfig,
+    module: Counting,
+    delivery: &MemorySink,
+    swaps: Option<mpsc::Receiver<SwapRequest>>,
+) -> Outcome {
+    let metrics = Arc::new(PipelineMetrics::default());
+    let controls = RunControls {
+        module: Some(Arc::new(module)),
+        swaps,
+        metrics: metrics.clone(),
+        quiet_progress: true,
+    };
+    let sink = delivery.clone();
+    let connect = move || {
+        let sink = sink.clone();
+        async move { sink.connect().await }
+    };
+    let (_stop, shutdown) = watch::channel(false);
+    let result = run_with(
+        config,
+        RunMode::StopAtLatest,
+        StartFrom::StoredPosition,
+        shutdown,
+        controls,
+        connect,
+    )
+    .await;
+    Outcome { result, metrics }
+}
+
+/// A config with `[state]` kept in `dir`.
+fn stateful_config(dir: &Path) -> PipelineConfig {
+    let text = format!(
+        "{}\n[state]\ndir = \"{}\"",
+        config_text("", "", ""),
+        dir.display()
+    );
+    PipelineConfig::parse(&text, Path::new("/")).expect("the test config parses")
+}
+
+/// Every failure the sink reports leaves the state as after the last committed batch:
+/// a batch's changes reach the store only once its transaction commits, and work
+/// redone after a failure starts from the committed state (a change applied before its
+/// commit, or kept after an abort, counts rows twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_changes_count_once_whatever_the_sink_reports() {
+    for (call, failure) in [
+        (None, Failure::Abort),
+        (Some(Call::Commit(2)), Failure::Abort),
+        (Some(Call::Send(3)), Failure::Abort),
+        (Some(Call::Send(2)), Failure::BrokerDown),
+        (Some(Call::Commit(3)), Failure::TransactionTimeout),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let delivery = MemorySink::default();
+        if let Some(call) = call {
+            delivery.fail(call, failure);
+        }
+        let outcome =
+            run_counting(&stateful_config(dir.path()), counting("c"), &delivery, None).await;
+        outcome
+            .result
+            .unwrap_or_else(|e| panic!("{failure:?} at {call:?}: {e}"));
+        assert_counted_once(&delivery.seen(), &format!("{failure:?} at {call:?}"));
+        assert_eq!(outcome.metrics.snapshot().state.keys, 1);
+    }
+}
+
+/// A swap keeps the state, and the changes of batches the old module transformed
+/// ahead of the switch are dropped: the new module redoes them over the committed state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swap_keeps_the_state_and_drops_the_old_modules_read_ahead() {
+    let (swaps_in, swaps) = mpsc::channel(1);
+    let (reply_in, reply) = oneshot::channel();
+    let new_module = counting("d");
+    let request = SwapRequest {
+        instance: new_module.instantiate(&[], Arc::default()).unwrap(),
+        module: Arc::new(new_module),
+        reply: reply_in,
+    };
+    let old_module = Counting {
+        digest: "c",
+        swap_on: Some((3, Arc::new(Mutex::new(Some((swaps_in, request)))))),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let delivery = MemorySink::default();
+    // The stage transforms the next batches while the loop sends, before it sees the swap.
+    delivery.slow_sends(Duration::from_millis(200));
+    let outcome = run_counting(
+        &stateful_config(dir.path()),
+        old_module,
+        &delivery,
+        Some(swaps),
+    )
+    .await;
+    outcome.result.unwrap();
+    reply.await.unwrap().unwrap();
+    let seen = delivery.seen();
+    assert_counted_once(&seen, "swap");
+    let digests: Vec<_> = seen
+        .committed
+        .iter()
+        .map(|t| t.position.module_digest.as_str())
+        .collect();
+    assert!(
+        digests.contains(&"c") && digests.contains(&"d"),
+        "{digests:?}"
+    );
+}
+
+/// Each row was delivered once in table order, each counted once.
+fn assert_counted_once(seen: &Seen, case: &str) {
+    let total = all_rows().len() as u64;
+    let origins: Vec<_> = seen
+        .committed
+        .iter()
+        .flat_map(|t| &t.records)
+        .filter_map(|r| r.origin.map(|o| (o.version, o.row)))
+        .collect();
+    assert_eq!(origins, all_rows(), "{case}");
+    assert_eq!(
+        counts(seen),
+        (1..=total).collect::<Vec<_>>(),
+        "{case}: each row counted once, in order"
+    );
+    assert_eq!(changelog_count(seen), Some(total), "{case}");
 }
