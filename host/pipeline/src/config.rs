@@ -61,10 +61,10 @@ pub struct StateSection {
 }
 
 fn default_state_max_keys() -> u64 {
-    1_000_000
+    PipelineConfig::DEFAULT_STATE_MAX_KEYS
 }
 fn default_state_max_mib() -> u64 {
-    256
+    PipelineConfig::DEFAULT_STATE_MAX_MIB
 }
 fn default_state_max_value_kib() -> usize {
     512
@@ -531,6 +531,12 @@ pub enum ConfigError {
 impl PipelineConfig {
     /// `[transform] memory_limit_mib` when the config names none.
     pub const DEFAULT_MEMORY_LIMIT_MIB: usize = 256;
+
+    /// `[state] max_keys` when not set.
+    pub const DEFAULT_STATE_MAX_KEYS: u64 = 1_000_000;
+
+    /// `[state] max_mib` when not set.
+    pub const DEFAULT_STATE_MAX_MIB: u64 = 256;
 
     /// Most `[transform] instances`.
     pub const MAX_INSTANCES: usize = 64;

@@ -11,11 +11,18 @@ use tokio::sync::watch;
 
 use crate::config::PipelineConfig;
 use crate::error::PipelineError;
+use crate::keyed::remove_store;
 use crate::run::{RunControls, RunMode, RunSummary, run_with};
 use crate::start::StartFrom;
 
 /// A pipeline's run, as a supervisor awaits it.
 pub type Running<'a> = Pin<Box<dyn Future<Output = Result<RunSummary, PipelineError>> + Send + 'a>>;
+
+/// Deleting a pipeline's state, as a supervisor awaits it.
+pub type Forgetting<'a> = Pin<Box<dyn Future<Output = Result<(), PipelineError>> + Send + 'a>>;
+
+/// How long deleting a changelog topic waits for the cluster.
+const DELETE_WAIT: Duration = Duration::from_secs(30);
 
 /// The Kafka settings of a pipeline.
 pub fn sink_config(config: &PipelineConfig) -> SinkConfig {
@@ -77,6 +84,11 @@ pub trait Destination: Send + Sync {
         limit: usize,
         wait: Duration,
     ) -> Result<Vec<TopicRecord>, SinkError>;
+
+    /// Deletes a stateful pipeline's state: its changelog topic and this node's copy
+    /// (a pipeline deleted, or its state reset). Nothing for a pipeline without
+    /// `[state]`; the pipeline must not run.
+    fn forget_state<'a>(&'a self, config: &'a PipelineConfig) -> Forgetting<'a>;
 }
 
 /// Kafka, through each pipeline's own `[kafka]` settings.
@@ -108,6 +120,17 @@ impl Destination for KafkaDestination {
     ) -> Result<Vec<TopicRecord>, SinkError> {
         sluice_sink::read_latest(&config.kafka_properties(), topic, limit, wait)
     }
+
+    fn forget_state<'a>(&'a self, config: &'a PipelineConfig) -> Forgetting<'a> {
+        Box::pin(async move {
+            let Some(topic) = config.changelog_topic() else {
+                return Ok(());
+            };
+            sluice_sink::delete_changelog_topic(&config.kafka_properties(), &topic, DELETE_WAIT)
+                .await?;
+            remove_store(config)
+        })
+    }
 }
 
 #[cfg(any(test, feature = "memory"))]
@@ -138,5 +161,15 @@ impl Destination for crate::memory_sink::MemorySink {
         _wait: Duration,
     ) -> Result<Vec<TopicRecord>, SinkError> {
         Ok(self.latest_records(&config.sink.topic, topic, limit))
+    }
+
+    fn forget_state<'a>(&'a self, config: &'a PipelineConfig) -> Forgetting<'a> {
+        Box::pin(async move {
+            let Some(topic) = config.changelog_topic() else {
+                return Ok(());
+            };
+            self.delete_topic(&topic);
+            remove_store(config)
+        })
     }
 }

@@ -203,6 +203,23 @@ impl KeyedState {
     }
 }
 
+/// Deletes this node's copy of a stateful pipeline's state; nothing when there is none.
+pub(crate) fn remove_store(config: &PipelineConfig) -> Result<(), PipelineError> {
+    let Some(dir) = config.state.as_ref().and_then(|state| state.dir.as_ref()) else {
+        return Ok(());
+    };
+    match std::fs::remove_dir_all(dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(PipelineError::State {
+            pipeline: config.pipeline.name.clone(),
+            source: sluice_state::StoreError::Io {
+                path: dir.clone(),
+                detail: format!("deleting it failed: {error}"),
+            },
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The limits of state that lives only as long as a preview or a deploy's trial run:
 /// `[state]`'s defaults.
 const SCRATCH_LIMITS: StateLimits = StateLimits {

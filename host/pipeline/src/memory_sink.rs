@@ -70,16 +70,13 @@ pub struct Seen {
 }
 
 impl Seen {
-    /// The committed records' origins, in commit order.
+    /// The committed records' origins, in commit order; a state changelog's records
+    /// (the only ones made of no row) are left out.
     pub fn origins(&self) -> Vec<(u64, u64)> {
         self.committed
             .iter()
             .flat_map(|t| &t.records)
-            .map(|r| {
-                r.origin
-                    .map(|o| (o.version, o.row))
-                    .expect("records name their row")
-            })
+            .filter_map(|r| r.origin.map(|o| (o.version, o.row)))
             .collect()
     }
 
@@ -153,6 +150,15 @@ impl MemorySink {
     pub fn fail(&self, call: Call, failure: Failure) -> &Self {
         self.seen().failures.insert(call, failure);
         self
+    }
+
+    /// Deletes a topic: its committed records are gone.
+    pub fn delete_topic(&self, topic: &str) {
+        for transaction in &mut self.seen().committed {
+            transaction
+                .records
+                .retain(|record| record.topic.as_deref() != Some(topic));
+        }
     }
 
     /// Makes each send take `delay`, so the loop's stages get ahead of it.

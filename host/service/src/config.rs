@@ -131,6 +131,14 @@ pub struct TenantConfig {
     /// each is a module instance with its own memory and a share of the host's cores.
     #[serde(default = "default_tenant_instances")]
     pub max_instances: usize,
+    /// Most keyed state one of its pipelines may keep, in MiB (default 256): the
+    /// service keeps it on its disk and in Kafka. Pipelines that name no `[state]
+    /// max_mib` get this, or the default if lower.
+    #[serde(default = "default_tenant_state_mib")]
+    pub max_state_mib: u64,
+    /// Most keys of keyed state one of its pipelines may keep (default 1,000,000).
+    #[serde(default = "default_tenant_state_keys")]
+    pub max_state_keys: u64,
     /// librdkafka properties added to every pipeline of the tenant, over the
     /// pipeline's own: its bootstrap servers and credentials. Values may be
     /// `${env:NAME}` or `${file:PATH}`. Never shown to the tenant, guests or logs.
@@ -180,6 +188,12 @@ fn default_tenant_output_mib() -> usize {
 }
 fn default_tenant_instances() -> usize {
     1
+}
+fn default_tenant_state_mib() -> u64 {
+    256
+}
+fn default_tenant_state_keys() -> u64 {
+    1_000_000
 }
 fn default_tenant_batch_rows() -> usize {
     100_000

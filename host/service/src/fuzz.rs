@@ -118,7 +118,7 @@ fn fuzz_tenant_pipeline_config() {
         text(&["deals", "a-b_c"]),
     );
     fuzz("tenant-pipeline-config", case, |(text, name)| {
-        if let Ok(config) = service.pipeline_config("acme", &name, &text, &"0".repeat(64)) {
+        if let Ok(config) = service.pipeline_config("acme", &name, &text, &"0".repeat(64), 0) {
             // What a tenant may not choose stays the service's.
             assert_eq!(config.pipeline.name, format!("acme.{name}"));
             assert!(config.transform.module.starts_with(dir.path()));

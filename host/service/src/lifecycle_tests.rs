@@ -70,7 +70,7 @@ fn tagged(colour: &str) -> Vec<u8> {
 /// A service in a temporary folder, with tenants `acme` (which may read the fixture
 /// tables) and `globex`, delivering to `sink`; alone, or a node of a cluster.
 struct Node {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     router: Router,
     sink: MemorySink,
     /// Its name in its cluster; `None` alone.
@@ -81,6 +81,12 @@ impl Node {
     /// A node alone.
     fn start() -> Node {
         let (node, _) = Node::configured("", MemorySink::default(), None);
+        node
+    }
+
+    /// A node alone whose tenant acme may also read the tables under `tables`.
+    fn reading(tables: &Path) -> Node {
+        let (node, _) = Node::configured_with(tables, "", MemorySink::default(), None);
         node
     }
 
@@ -103,6 +109,16 @@ impl Node {
 
     /// A node with `extra` appended to its config; its service, to start.
     fn configured(extra: &str, sink: MemorySink, name: Option<&str>) -> (Node, Arc<Service>) {
+        Node::configured_with(table().parent().unwrap(), extra, sink, name)
+    }
+
+    /// [`Node::configured`], acme reading the fixture tables and those under `tables`.
+    fn configured_with(
+        tables: &Path,
+        extra: &str,
+        sink: MemorySink,
+        name: Option<&str>,
+    ) -> (Node, Arc<Service>) {
         let dir = tempfile::tempdir().unwrap();
         for (file, token) in [
             ("operator.token", OPERATOR),
@@ -111,13 +127,14 @@ impl Node {
         ] {
             std::fs::write(dir.path().join(file), token).unwrap();
         }
-        let tables = table().parent().unwrap().display().to_string();
+        let fixtures = table().parent().unwrap().display().to_string();
+        let tables = tables.display().to_string();
         let config = dir.path().join("serve.toml");
         std::fs::write(
             &config,
             format!(
                 "[server]\nstate_dir = \"state\"\noperator_token_file = \"operator.token\"\n\n\
-                 [tenants.acme]\ntoken_file = \"acme.token\"\ntable_prefixes = [\"{tables}/\"]\n\n\
+                 [tenants.acme]\ntoken_file = \"acme.token\"\ntable_prefixes = [\"{fixtures}/\", \"{tables}/\"]\n\n\
                  [tenants.globex]\ntoken_file = \"globex.token\"\ntable_prefixes = [\"/data/globex/\"]\n{extra}"
             ),
         )
@@ -126,7 +143,7 @@ impl Node {
             Service::with_destination(ServeConfig::load(&config).unwrap(), Arc::new(sink.clone()))
                 .unwrap();
         let node = Node {
-            _dir: dir,
+            dir,
             router: crate::api::router(service.clone()),
             sink,
             name: name.map(str::to_string),
@@ -185,10 +202,16 @@ impl Node {
 
     /// Creates acme's pipeline `deals` over the fixture table with `module`.
     async fn create(&self, module: &str) -> (StatusCode, Value) {
+        self.create_with(module, &table(), "").await
+    }
+
+    /// Creates acme's pipeline `deals` over `table` with `module`, with `extra`
+    /// sections in its config.
+    async fn create_with(&self, module: &str, table: &Path, extra: &str) -> (StatusCode, Value) {
         let config = format!(
             "[source]\ntable = \"{}\"\npoll_interval = \"50ms\"\nbatch_rows = 3\n\n\
-             [sink]\ntopic = \"deals\"\n\n[sink.kafka]\n\"bootstrap.servers\" = \"memory:9092\"\n",
-            table().display()
+             [sink]\ntopic = \"deals\"\n\n[sink.kafka]\n\"bootstrap.servers\" = \"memory:9092\"\n{extra}",
+            table.display()
         );
         self.json(
             Method::PUT,
@@ -197,6 +220,24 @@ impl Node {
             json!({ "config": config, "module": module }),
         )
         .await
+    }
+
+    /// Deploys `module` to acme's pipeline `deals`, resetting its state when asked.
+    async fn deploy(&self, module: &str, reset_state: bool) -> (StatusCode, Value) {
+        self.json(
+            Method::POST,
+            "/v1/tenants/acme/pipelines/deals/deploy",
+            ACME,
+            json!({ "module": module, "reset_state": reset_state }),
+        )
+        .await
+    }
+
+    /// Deletes acme's pipeline `deals`.
+    async fn delete(&self) {
+        let path = "/v1/tenants/acme/pipelines/deals";
+        let (status, body) = self.call(Method::DELETE, path, ACME, Body::empty()).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     }
 
     async fn status(&self) -> Value {
@@ -240,17 +281,45 @@ impl Node {
         unique
     }
 
-    /// The `tag` header of every committed record.
-    fn tags(&self) -> BTreeSet<String> {
+    /// The values of header `header` of the committed records, in commit order.
+    fn header_values(&self, header: &str) -> Vec<String> {
         self.sink
             .seen()
             .committed
             .iter()
             .flat_map(|t| &t.records)
             .flat_map(|r| &r.headers)
-            .filter(|(name, _)| name == "tag")
+            .filter(|(name, _)| name == header)
             .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
             .collect()
+    }
+
+    /// The `count` header of every committed record, in commit order.
+    fn counts(&self) -> Vec<u64> {
+        self.header_values("count")
+            .iter()
+            .map(|count| count.parse().unwrap())
+            .collect()
+    }
+
+    /// The changelog topic of acme's pipeline `deals` and where the service keeps its
+    /// store, as of its state's generation now.
+    async fn state_now(&self) -> (String, PathBuf) {
+        let topic = self.status().await["changelog_topic"]
+            .as_str()
+            .expect("a stateful pipeline names its changelog")
+            .to_string();
+        let generation = topic.rsplit_once(".g").unwrap().1;
+        let dir = self
+            .dir
+            .path()
+            .join(format!("state/state/acme/deals/g{generation}"));
+        (topic, dir)
+    }
+
+    /// The `tag` header of every committed record.
+    fn tags(&self) -> BTreeSet<String> {
+        self.header_values("tag").into_iter().collect()
     }
 
     /// Waits until a pipeline delivering to this node's sink has connected more than
@@ -367,15 +436,7 @@ async fn lifecycle(caller: &Node, owner: &Node) {
     })
     .await;
 
-    let (status, _) = caller
-        .call(
-            Method::DELETE,
-            "/v1/tenants/acme/pipelines/deals",
-            ACME,
-            Body::empty(),
-        )
-        .await;
-    assert_eq!(status, StatusCode::NO_CONTENT);
+    caller.delete().await;
     let (status, gone) = caller.get("/v1/tenants/acme/pipelines/deals", ACME).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{gone}");
     let (_, listed) = caller.get("/v1/tenants/acme/pipelines", ACME).await;
@@ -577,4 +638,125 @@ async fn a_pipeline_on_a_table_outside_the_tenants_prefixes_or_of_an_unknown_mod
     assert!(node.sink.seen().committed.is_empty());
     let (_, listed) = node.get("/v1/tenants/globex/pipelines", GLOBEX).await;
     assert_eq!(listed, json!([]));
+}
+
+/// A copy of the fixture table that a test can commit to.
+struct WritableTable {
+    dir: tempfile::TempDir,
+    next_version: u64,
+}
+
+impl WritableTable {
+    fn copy() -> WritableTable {
+        let dir = tempfile::tempdir().unwrap();
+        copy_tree(&table(), &dir.path().join("t"));
+        WritableTable {
+            dir,
+            next_version: 4,
+        }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().join("t")
+    }
+
+    /// Commits a version that adds a copy of one of the table's data files (one row).
+    fn append(&mut self) {
+        let file = "birthday=2023-12-22/part-00000-592a7e14-f790-4236-9c61-120d006eb3b8.c000.snappy.parquet";
+        let copy = format!("birthday=2023-12-22/appended-{}.parquet", self.next_version);
+        std::fs::copy(self.path().join(file), self.path().join(&copy)).unwrap();
+        let add = json!({"add": {
+            "path": copy, "partitionValues": {"birthday": "2023-12-22"}, "size": 694,
+            "modificationTime": 1703265018088u64, "dataChange": true,
+        }});
+        let info = json!({"commitInfo": {"timestamp": 1703265018088u64, "operation": "WRITE"}});
+        let log = self
+            .path()
+            .join(format!("_delta_log/{:020}.json", self.next_version));
+        std::fs::write(log, format!("{add}\n{info}\n")).unwrap();
+        self.next_version += 1;
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A stateful pipeline (issue 38): a deploy keeps its state (the new module counts on
+/// from the old one's count), a deploy with `reset_state` starts the new module on
+/// empty state in a new changelog topic and deletes the old one with its store, and
+/// deleting the pipeline deletes its state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_keeps_the_state_a_deploy_with_reset_empties_it_and_a_delete_deletes_it() {
+    let mut table = WritableTable::copy();
+    let node = Node::reading(table.dir.path());
+    let blue = node.upload("blue", tagged("blue")).await;
+    let green = node.upload("green", tagged("green")).await;
+    let stateful = "\n[transform.params]\ncount = \"true\"\n\n[state]\n";
+    let (status, created) = node.create_with(&blue, &table.path(), stateful).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    node.caught_up().await;
+    let rows = node.delivered_once().len() as u64;
+    assert_eq!(node.counts(), (1..=rows).collect::<Vec<_>>());
+    let changelog = |topic: &str| node.sink.latest_records("deals", topic, 1);
+    let (first_topic, first_dir) = node.state_now().await;
+    assert_eq!(
+        changelog(&first_topic)[0].value,
+        Some(rows.to_string().into_bytes())
+    );
+    assert!(first_dir.exists());
+
+    let deploy = async |module: &str, reset: bool| {
+        let (status, report) = node.deploy(module, reset).await;
+        assert_eq!(status, StatusCode::OK, "{report}");
+        report
+    };
+    // Kept: green counts on from blue's count.
+    assert_eq!(deploy(&green, false).await["outcome"], "switched");
+    table.append();
+    until("the new row to be counted", async || {
+        node.counts().len() as u64 == rows + 1
+    })
+    .await;
+    assert_eq!(node.counts().last(), Some(&(rows + 1)));
+
+    // Reset: blue starts from nothing, in the next generation's topic.
+    let report = deploy(&blue, true).await;
+    assert_eq!(report["outcome"], "restarted", "{report}");
+    let (topic, dir) = node.state_now().await;
+    assert_ne!(topic, first_topic);
+    assert!(
+        changelog(&first_topic).is_empty(),
+        "the old changelog is deleted"
+    );
+    assert!(!first_dir.exists(), "the old store is deleted");
+    table.append();
+    until("the row after the reset to be counted", async || {
+        node.counts().len() as u64 == rows + 2
+    })
+    .await;
+    assert_eq!(node.counts().last(), Some(&1), "{:?}", node.counts());
+    assert_eq!(changelog(&topic)[0].value, Some(b"1".to_vec()));
+    assert_eq!(node.delivered_once().len() as u64, rows + 2);
+
+    // Deleted with the pipeline.
+    node.delete().await;
+    assert!(changelog(&topic).is_empty());
+    assert!(!dir.exists());
+
+    // A reset of a pipeline that keeps no state is refused.
+    let (status, created) = node.create_with(&blue, &table.path(), "").await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let (status, refused) = node.deploy(&green, true).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused.to_string().contains("no [state]"), "{refused}");
 }

@@ -31,7 +31,9 @@ use crate::auth::{Caller, TenantScope, Tokens};
 use crate::config::{ServeConfig, valid_name};
 use crate::error::ServiceError;
 use crate::logs::LogLine;
-use crate::store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir, now_seconds};
+use crate::store::{
+    ModuleEntry, PipelineDefinition, PipelineState, StateDir, now_millis, now_seconds,
+};
 pub use cluster_membership::NodeView;
 pub use deploy::{Deploy, DeployReport};
 pub use history::{HISTORY_EVERY, History, HistoryPoint, TenantHistory};
@@ -287,7 +289,16 @@ impl Service {
                 .ok_or_else(|| not_found(format!("Module {} of tenant {tenant}", request.module)))
         };
         self.found(module).await?;
-        let config = self.pipeline_config(tenant, name, &request.config, &request.module)?;
+        // A new pipeline's state never meets an older one's of the same name: its
+        // generation, and so its changelog topic and store, are its own.
+        let state_generation = now_millis();
+        let config = self.pipeline_config(
+            tenant,
+            name,
+            &request.config,
+            &request.module,
+            state_generation,
+        )?;
         let definition = PipelineDefinition {
             tenant: tenant.to_string(),
             name: name.to_string(),
@@ -297,6 +308,7 @@ impl Service {
             state: PipelineState::Running,
             error: None,
             stopped_at: None,
+            state_generation,
             revision: 0,
         };
         let entry = self

@@ -70,6 +70,10 @@ pub struct PipelineDefinition {
     /// itself is in Kafka).
     #[serde(default, deserialize_with = "stopped_at")]
     pub stopped_at: Option<Position>,
+    /// The generation of its keyed state: a deploy with a state reset moves it on, to
+    /// a new, empty changelog topic and store.
+    #[serde(default)]
+    pub state_generation: u64,
     /// How many times it was changed: in a cluster, a node keeps a change it made
     /// over an older one that reaches it later.
     #[serde(default)]
@@ -149,6 +153,16 @@ impl StateDir {
     /// Where compiled modules are cached.
     pub fn compiled_dir(&self) -> PathBuf {
         self.root.join("compiled")
+    }
+
+    /// Where this node keeps the keyed state of a tenant's pipeline: one directory per
+    /// generation, so a reset starts from an empty one.
+    pub fn pipeline_state_dir(&self, tenant: &str, name: &str, generation: u64) -> PathBuf {
+        self.root
+            .join("state")
+            .join(tenant)
+            .join(name)
+            .join(format!("g{generation}"))
     }
 
     /// The stored bytes of a module.
@@ -354,6 +368,7 @@ mod tests {
             state: PipelineState::Running,
             error: None,
             stopped_at: None,
+            state_generation: 0,
             revision: 0,
         };
         state.save_pipeline(&definition).unwrap();

@@ -4,14 +4,17 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::error::SinkError;
 use crate::position::{TopicReader, client_config, ensure_compacted_topic, security_failure};
 use crate::properties::bootstrap_of;
+use crate::watch::{SecurityWatch, Watched};
 
 /// How long removals stay in the changelog before compaction drops them: a node whose
 /// copy is older must rebuild it from the whole changelog.
@@ -47,6 +50,37 @@ pub(crate) async fn ensure_changelog_topic(
         |detail| changelog_error(properties, topic, detail),
     )
     .await
+}
+
+/// Deletes a changelog topic (a pipeline deleted, or its state reset); a topic that
+/// does not exist is not an error.
+pub async fn delete_changelog_topic(
+    properties: &BTreeMap<String, String>,
+    topic: &str,
+    wait: Duration,
+) -> Result<(), SinkError> {
+    let fail = |detail: String| changelog_error(properties, topic, detail);
+    let admin: AdminClient<Watched> = client_config(properties)
+        .create_with_context(Watched {
+            security: SecurityWatch::new(properties),
+            client: "state changelog admin",
+        })
+        .map_err(|e| fail(e.to_string()))?;
+    let results = admin
+        .delete_topics(&[topic], &AdminOptions::new().operation_timeout(Some(wait)))
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    for result in results {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::UnknownTopicOrPartition)) => {}
+            Err((_, code)) => {
+                return Err(fail(format!(
+                    "deleting it failed ({code}); delete it yourself, or give the pipeline's principal the right to delete it"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads a changelog topic as a read_committed consumer; blocking.

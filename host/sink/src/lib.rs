@@ -33,7 +33,9 @@ mod test_support;
 mod tracker;
 mod watch;
 
-pub use changelog::{CHANGELOG_DELETE_RETENTION, ChangelogChanges, ChangelogReader};
+pub use changelog::{
+    CHANGELOG_DELETE_RETENTION, ChangelogChanges, ChangelogReader, delete_changelog_topic,
+};
 pub use error::SinkError;
 pub use failure::{SecurityFailure, SecurityProblem};
 pub use latest::{TopicRecord, read_latest};

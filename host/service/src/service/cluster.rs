@@ -218,6 +218,10 @@ impl Placement for ClusterPart {
             self.write_change(entry, |d| {
                 d.previous_module = Some(d.module.clone());
                 d.module = request.module.clone();
+                if request.reset_state {
+                    // The node that runs it starts it again on the new generation.
+                    d.state_generation += 1;
+                }
                 if failed {
                     d.state = PipelineState::Running;
                     d.error = None;

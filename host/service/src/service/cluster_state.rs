@@ -167,6 +167,12 @@ impl Service {
         if let Some(entry) = removed {
             let mut control = entry.control.lock().await;
             stop(control.take()).await;
+            // One node deletes the state: the one whose slot held the pipeline.
+            if self.owns(tenant, name) {
+                let definition = entry.definition();
+                self.forget_state(&definition, definition.state_generation)
+                    .await;
+            }
         }
         self.state.remove_pipeline(tenant, name)
     }
@@ -189,6 +195,18 @@ impl Service {
                 if let Err(e) = failed {
                     tracing::error!(tenant, pipeline = name, error = %e, "A pipeline's status could not be stored.");
                 }
+            }
+        } else if should_run
+            && let Some(old) = control
+                .as_ref()
+                .map(|r| r.state_generation)
+                .filter(|&g| g != definition.state_generation)
+        {
+            // A deploy reset the state: the pipeline starts again on the new generation.
+            stop(control.take()).await;
+            self.forget_state(&definition, old).await;
+            if let Err(e) = self.start(entry, &mut control) {
+                tracing::error!(tenant, pipeline = name, error = %e, "A pipeline could not be started after its state was reset.");
             }
         } else if should_run {
             let module = control

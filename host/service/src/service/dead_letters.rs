@@ -18,7 +18,7 @@ impl Service {
         let entry = self.found(|| self.entry(tenant, name)).await?;
         let _reading = entry.reading_letters.lock().await;
         let definition = entry.definition();
-        let config = self.pipeline_config(tenant, name, &definition.config, &definition.module)?;
+        let config = self.config_of(&definition)?;
         let destination = self.destination.clone();
         tokio::task::spawn_blocking(move || read_dead_letters(destination.as_ref(), &config, limit))
             .await

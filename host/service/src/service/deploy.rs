@@ -12,7 +12,7 @@ use sluice_pipeline::{
 use tokio::sync::{mpsc, oneshot};
 
 use super::last_swap::LastSwap;
-use super::registry::{Entry, Running};
+use super::registry::{Entry, Running, stop};
 use super::views::position_of;
 use super::{Service, not_found};
 use crate::auth::TenantScope;
@@ -32,6 +32,10 @@ pub struct Deploy {
     /// pipeline's position; a batch or trap error refuses the swap.
     #[serde(default)]
     pub sample_rows: Option<usize>,
+    /// Start the new module with empty keyed state: the pipeline stops at a batch
+    /// boundary and starts again on a new changelog topic; the old state is deleted.
+    #[serde(default)]
+    pub reset_state: bool,
 }
 
 /// A done swap.
@@ -41,9 +45,11 @@ pub struct DeployReport {
     pub from: String,
     /// Digest of the module now.
     pub to: String,
-    /// `switched` (the running pipeline switched at a boundary), `started` (it had
-    /// failed; it was started with the new module) or `stored` (it was paused or
-    /// stopped before the boundary; it starts with the new module when resumed).
+    /// `switched` (the running pipeline switched at a boundary), `restarted` (it
+    /// stopped at a boundary and started again with the new module and empty state),
+    /// `started` (it had failed; it was started with the new module) or `stored` (it
+    /// was paused or stopped before the boundary; it starts with the new module when
+    /// resumed).
     pub outcome: &'static str,
     /// The boundary: the first change row the new module makes records of.
     pub position: Option<Position>,
@@ -121,6 +127,9 @@ impl Service {
         self.update(&entry, |d| {
             d.previous_module = Some(d.module.clone());
             d.module = request.module.clone();
+            if request.reset_state {
+                d.state_generation += 1;
+            }
         })?;
         let mut report = DeployReport {
             from: definition.module.clone(),
@@ -131,7 +140,18 @@ impl Service {
             committed_rows: None,
             prepare_ms,
         };
-        if let Some(running) = control.as_mut().filter(|r| !r.task.is_finished()) {
+        if request.reset_state {
+            let runs = Entry::is_running(&control);
+            let started = Instant::now();
+            stop(control.take()).await;
+            self.forget_state(&definition, definition.state_generation)
+                .await;
+            if runs || definition.state == PipelineState::Failed {
+                self.start(&entry, &mut control)?;
+                report.outcome = if runs { "restarted" } else { "started" };
+                report.pause_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
+            }
+        } else if let Some(running) = control.as_mut().filter(|r| !r.task.is_finished()) {
             if let Some(done) = switch(running, name, module, instance).await? {
                 report.switched(&done);
             }
@@ -153,13 +173,24 @@ impl Service {
     ) -> Result<(TransformModule, TransformInstance, f64), ServiceError> {
         let definition = entry.definition();
         let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
-        if definition.module == request.module {
+        if definition.module == request.module && !request.reset_state {
             return Err(ServiceError::Conflict(format!(
                 "pipeline {name} already runs module {}",
                 request.module
             )));
         }
-        let config = self.pipeline_config(tenant, name, &definition.config, &request.module)?;
+        let config = self.pipeline_config(
+            tenant,
+            name,
+            &definition.config,
+            &request.module,
+            definition.state_generation,
+        )?;
+        if request.reset_state && config.state.is_none() {
+            return Err(ServiceError::BadRequest(format!(
+                "pipeline {name} keeps no state to reset: its config has no [state] section"
+            )));
+        }
         let started = Instant::now();
         let prepared = {
             let (service, entry) = (self.clone(), entry.clone());
@@ -199,7 +230,7 @@ impl Service {
             return Ok(());
         };
         let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
-        let config = self.pipeline_config(tenant, name, &definition.config, &definition.module)?;
+        let config = self.config_of(definition)?;
         let (service, task_entry) = (self.clone(), entry.clone());
         let (task_tenant, digest) = (tenant.to_string(), definition.module.clone());
         let (module, instance) = tokio::task::spawn_blocking(move || {
@@ -236,6 +267,7 @@ impl Service {
             Deploy {
                 module: previous,
                 sample_rows: None,
+                reset_state: false,
             },
         )
         .await

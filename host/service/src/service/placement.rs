@@ -200,9 +200,12 @@ impl Placement for Alone {
     fn remove<'a>(&'a self, service: &'a Service, entry: &'a Arc<Entry>) -> Change<'a, ()> {
         Box::pin(async move {
             let definition = entry.definition();
-            let (tenant, name) = (definition.tenant, definition.name);
+            let (tenant, name) = (definition.tenant.clone(), definition.name.clone());
             let mut control = entry.control.lock().await;
             stop(control.take()).await;
+            service
+                .forget_state(&definition, definition.state_generation)
+                .await;
             service.state.remove_pipeline(&tenant, &name)?;
             service
                 .pipelines

@@ -29,6 +29,8 @@ const STOP_WAIT: Duration = Duration::from_secs(60);
 pub(super) struct Running {
     /// The digest of the module it runs.
     pub(super) module: String,
+    /// The generation of the state it runs with.
+    pub(super) state_generation: u64,
     pub(super) shutdown: watch::Sender<bool>,
     pub(super) swaps: mpsc::Sender<SwapRequest>,
     pub(super) task: JoinHandle<()>,
@@ -135,12 +137,7 @@ impl Service {
     /// registry, not yet running.
     pub(super) fn register(&self, definition: PipelineDefinition) -> Arc<Entry> {
         let memory_mib = self
-            .pipeline_config(
-                &definition.tenant,
-                &definition.name,
-                &definition.config,
-                &definition.module,
-            )
+            .config_of(&definition)
             .map_or(0, |c| c.guest_memory_mib());
         let key = (definition.tenant.clone(), definition.name.clone());
         let entry = Entry::new(definition, memory_mib);
@@ -185,17 +182,13 @@ impl Service {
         control: &mut Option<Running>,
     ) -> Result<(), ServiceError> {
         let definition = entry.definition();
-        let config = self.pipeline_config(
-            &definition.tenant,
-            &definition.name,
-            &definition.config,
-            &definition.module,
-        )?;
+        let config = self.config_of(&definition)?;
         self.update(entry, |d| {
             d.state = PipelineState::Running;
             d.error = None;
         })?;
         let definition_module = definition.module.clone();
+        let state_generation = definition.state_generation;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (swaps, swaps_rx) = mpsc::channel(1);
         let service = self.clone();
@@ -257,11 +250,48 @@ impl Service {
         });
         *control = Some(Running {
             module: definition_module,
+            state_generation,
             shutdown,
             swaps,
             task,
         });
         Ok(())
+    }
+
+    /// Deletes the state of `generation` of a pipeline that does not run (its changelog
+    /// topic and this node's copy), logging what fails.
+    pub(super) async fn forget_state(&self, definition: &PipelineDefinition, generation: u64) {
+        let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
+        let config = match self.pipeline_config(
+            tenant,
+            name,
+            &definition.config,
+            &definition.module,
+            generation,
+        ) {
+            Ok(config) if config.state.is_some() => config,
+            Ok(_) => return,
+            Err(error) => {
+                tracing::warn!(tenant, pipeline = name, %error, "A pipeline's state could not be deleted: its config no longer reads.");
+                return;
+            }
+        };
+        match self.destination.forget_state(&config).await {
+            Ok(()) => tracing::info!(
+                tenant,
+                pipeline = name,
+                generation,
+                changelog = config.changelog_topic(),
+                "Deleted a pipeline's state: its changelog topic and this node's copy."
+            ),
+            Err(error) => tracing::warn!(
+                tenant,
+                pipeline = name,
+                generation,
+                %error,
+                "A pipeline's state could not be deleted; delete its changelog topic by hand, or a new pipeline of the same name starts with it."
+            ),
+        }
     }
 
     /// Records how a pipeline's task ended.

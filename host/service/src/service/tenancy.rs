@@ -15,6 +15,7 @@ use super::registry::Entry;
 use crate::auth::{Operator, TenantScope, tenant_token};
 use crate::config::{HostLimits, TenantConfig};
 use crate::error::ServiceError;
+use crate::store::PipelineDefinition;
 
 /// A tenant the service knows.
 pub(super) struct Tenant {
@@ -272,14 +273,71 @@ impl Service {
         self.state.remove_tenant(name)
     }
 
+    /// A tenant pipeline's `[state]`: where the service keeps it (on its disk, and a
+    /// changelog topic named after the pipeline and its state `generation`, which a
+    /// reset moves on), with the tenant's caps as defaults.
+    fn state_section(
+        &self,
+        mut state: toml::Table,
+        tenant: &str,
+        name: &str,
+        generation: u64,
+        limits: &TenantConfig,
+    ) -> Result<toml::Table, String> {
+        for key in ["dir", "changelog_topic"] {
+            if state.contains_key(key) {
+                return Err(format!("leave out [state] {key}: the service sets it"));
+            }
+        }
+        let defaults = [
+            (
+                "max_mib",
+                PipelineConfig::DEFAULT_STATE_MAX_MIB.min(limits.max_state_mib),
+            ),
+            (
+                "max_keys",
+                PipelineConfig::DEFAULT_STATE_MAX_KEYS.min(limits.max_state_keys),
+            ),
+        ];
+        for (key, default) in defaults {
+            if !state.contains_key(key) {
+                let default = i64::try_from(default).unwrap_or(i64::MAX);
+                state.insert(key.into(), default.into());
+            }
+        }
+        let dir = self.state.pipeline_state_dir(tenant, name, generation);
+        state.insert("dir".into(), dir.display().to_string().into());
+        state.insert(
+            "changelog_topic".into(),
+            changelog_topic(tenant, name, generation).into(),
+        );
+        Ok(state)
+    }
+
+    /// The config a defined pipeline runs with.
+    pub(crate) fn config_of(
+        &self,
+        definition: &PipelineDefinition,
+    ) -> Result<PipelineConfig, ServiceError> {
+        self.pipeline_config(
+            &definition.tenant,
+            &definition.name,
+            &definition.config,
+            &definition.module,
+            definition.state_generation,
+        )
+    }
+
     /// The config a pipeline runs with: the submitted text, with the service's name,
     /// module path and the tenant's Kafka settings, checked against the tenant's limits.
+    /// `generation` is its state's (see [`changelog_topic`]).
     pub(crate) fn pipeline_config(
         &self,
         tenant: &str,
         name: &str,
         text: &str,
         digest: &str,
+        generation: u64,
     ) -> Result<PipelineConfig, ServiceError> {
         let limits = self.tenant(tenant)?;
         let limits = limits.as_ref();
@@ -358,6 +416,18 @@ impl Service {
             ));
         }
         table.insert("source".into(), source.into());
+        if table.contains_key("state") {
+            let state = self
+                .state_section(
+                    section(&mut table, "state")?,
+                    tenant,
+                    name,
+                    generation,
+                    limits,
+                )
+                .map_err(bad)?;
+            table.insert("state".into(), state.into());
+        }
         if let Some(source) = table.get("source").and_then(toml::Value::as_table)
             && let Some(location) = source.get("table").and_then(toml::Value::as_str)
             && !location.contains("://")
@@ -438,6 +508,16 @@ impl Service {
                 config.transform.instances,
                 limits.max_instances,
             ),
+            (
+                "[state] max_mib",
+                config.state.as_ref().map_or(0, |s| s.max_mib as usize),
+                limits.max_state_mib as usize,
+            ),
+            (
+                "[state] max_keys",
+                config.state.as_ref().map_or(0, |s| s.max_keys as usize),
+                limits.max_state_keys as usize,
+            ),
         ] {
             if asked > max {
                 return Err(ServiceError::LimitExceeded(format!(
@@ -462,6 +542,15 @@ impl Service {
         // record at a time, as the pipeline runs.
         config.sink.topic_prefix = limits.topic_prefix.clone();
         Ok(config)
+    }
+}
+
+/// The changelog topic of a tenant pipeline's state: a reset moves the pipeline to
+/// the next generation's topic, which starts empty.
+pub(crate) fn changelog_topic(tenant: &str, name: &str, generation: u64) -> String {
+    match generation {
+        0 => format!("sluice-state-{tenant}.{name}"),
+        n => format!("sluice-state-{tenant}.{name}.g{n}"),
     }
 }
 
@@ -493,7 +582,7 @@ mod tests {
             let text = format!(
                 "[source]\ntable = \"/data/deals\"\n[transform]\n[sink]\ntopic = \"evil.deals\"\n{sink}\n[sink.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n"
             );
-            service.pipeline_config("evil", "deals", &text, &"0".repeat(64))
+            service.pipeline_config("evil", "deals", &text, &"0".repeat(64), 0)
         };
 
         let allowed = config("allowed_topics = [\"evil.audit\", \"evil.by-country.*\"]").unwrap();
@@ -509,6 +598,70 @@ mod tests {
                 message.contains("acme.") && message.contains("`evil.`"),
                 "{message}"
             );
+        }
+    }
+
+    /// A tenant's `[state]` is kept where the service says, under the tenant's caps: a
+    /// tenant naming a directory would write anywhere on the host.
+    #[test]
+    fn a_tenant_s_state_is_kept_by_the_service_under_its_caps() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("operator.token"),
+            "operator-token-0123456789",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("acme.token"), "acme-token-0123456789").unwrap();
+        let serve = dir.path().join("serve.toml");
+        std::fs::write(
+            &serve,
+            "[server]\nstate_dir = \"state\"\noperator_token_file = \"operator.token\"\n\n[tenants.acme]\ntoken_file = \"acme.token\"\nmax_state_mib = 64\nmax_state_keys = 1000\n",
+        )
+        .unwrap();
+        let service = Service::new(ServeConfig::load(&serve).unwrap()).unwrap();
+        let config = |state: &str, generation: u64| {
+            let text = format!(
+                "[source]\ntable = \"/data/deals\"\n[sink]\ntopic = \"deals\"\n[sink.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n[state]\n{state}\n"
+            );
+            service.pipeline_config("acme", "deals", &text, &"0".repeat(64), generation)
+        };
+
+        let first = config("", 0).unwrap();
+        let state = first.state.as_ref().unwrap();
+        assert_eq!(
+            (state.max_mib, state.max_keys),
+            (64, 1000),
+            "the caps are the defaults"
+        );
+        assert!(
+            state
+                .dir
+                .as_ref()
+                .unwrap()
+                .ends_with("state/state/acme/deals/g0")
+        );
+        assert_eq!(first.changelog_topic().unwrap(), "sluice-state-acme.deals");
+        let reset = config("", 2).unwrap();
+        assert_eq!(
+            reset.changelog_topic().unwrap(),
+            "sluice-state-acme.deals.g2"
+        );
+        assert!(reset.state.unwrap().dir.unwrap().ends_with("acme/deals/g2"));
+
+        for (state, refusal) in [
+            ("dir = \"/etc\"", "leave out [state] dir"),
+            (
+                "changelog_topic = \"globex.state\"",
+                "leave out [state] changelog_topic",
+            ),
+            (
+                "max_mib = 65",
+                "[state] max_mib = 65; tenant acme may use at most 64",
+            ),
+            ("max_keys = 1001", "[state] max_keys = 1001"),
+        ] {
+            let message = config(state, 0).unwrap_err().to_string();
+            assert!(message.contains(refusal), "{state}: {message}");
         }
     }
 

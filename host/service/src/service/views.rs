@@ -10,6 +10,7 @@ use sluice_pipeline::{MetricsSnapshot, Position, Waiting};
 use super::Service;
 use super::last_swap::LastSwap;
 use super::registry::Entry;
+use super::tenancy::changelog_topic;
 use crate::auth::{Operator, TenantScope};
 use crate::error::ServiceError;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState};
@@ -47,6 +48,9 @@ pub struct PipelineStatus {
     pub topic: String,
     /// The topic of its dead letters (`[transform] dead_letter_topic`), if it has one.
     pub dead_letter_topic: Option<String>,
+    /// The topic its keyed state is committed to, when it keeps state (`[state]`):
+    /// named after the pipeline and its state's generation, which a reset moves on.
+    pub changelog_topic: Option<String>,
     /// The last module swap made through this node since it started.
     pub last_swap: Option<LastSwap>,
     /// Where it is (as of its last commit since the service started).
@@ -149,6 +153,13 @@ impl Service {
                 message: waiting.sentence(crate::store::now_millis()),
                 waiting,
             });
+        let changelog_topic = config.contains_key("state").then(|| {
+            changelog_topic(
+                &definition.tenant,
+                &definition.name,
+                definition.state_generation,
+            )
+        });
         Ok(PipelineStatus {
             tenant: definition.tenant,
             name: definition.name,
@@ -168,6 +179,7 @@ impl Service {
             // As the dead-letters call: only a pipeline that sends letters has a topic.
             dead_letter_topic: setting("transform", "dead_letter_topic")
                 .filter(|_| setting("transform", "on_error").as_deref() == Some("dead-letter")),
+            changelog_topic,
             last_swap: entry
                 .last_swap
                 .lock()
