@@ -1,11 +1,16 @@
 //! Keyed state against a real broker, real tables and the account example: the open
 //! deals per group it keeps equal the table's, through SIGKILLs at random moments while
 //! a writer commits, and after the node's copy of the state is lost; a module growing
-//! its state past the pipeline's limit stops with the state error.
+//! its state past the pipeline's limit stops with the state error. Under `sluice serve`,
+//! a deploy keeps the state, a deploy with a reset empties it, and deleting the
+//! pipeline deletes its changelog.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use rdkafka::ClientConfig;
+use rdkafka::producer::{BaseProducer, Producer};
+use sluice_tests::service::{Serve, pipeline_config};
 use sluice_tests::{
     Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_expecting_failure,
     run_to_latest, spawn_sluice_logged, transform_component, unique_topic, wait_until_started,
@@ -159,4 +164,122 @@ fn a_stateful_module_in_a_pipeline_without_state_is_refused_with_the_fix() {
     let log = run_expecting_failure(&files.config);
     assert!(log.contains("could not use state"), "{log}");
     assert!(log.contains("give the pipeline a [state] section"), "{log}");
+}
+
+/// Whether `topic` exists on the test broker (asked among all topics: asking for one
+/// may create it).
+fn topic_exists(topic: &str) -> bool {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", kafka_bootstrap())
+        .create()
+        .unwrap();
+    let metadata = producer
+        .client()
+        .fetch_metadata(None, Duration::from_secs(10))
+        .unwrap();
+    metadata
+        .topics()
+        .iter()
+        .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+}
+
+/// Waits until `topic` is gone: Kafka deletes topics in the background.
+fn wait_until_deleted(topic: &str, serve: &Serve) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while topic_exists(topic) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "changelog topic {topic} was not deleted; service log:\n{}",
+            serve.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The `count` header of each record of `topic`, in order.
+fn counted(topic: &str) -> Vec<u64> {
+    consume_all(topic)
+        .iter()
+        .map(|r| {
+            let (_, count) = r.headers.iter().find(|(k, _)| k == "count").unwrap();
+            count.parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_removes_it() {
+    let blue = transform_component("tagged/blue");
+    let green = transform_component("tagged/green");
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("deals");
+    deals_table(&table, &["create", "--rows", "100"]);
+    let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
+    let serve = Serve::tenant("acme", &kafka);
+    let blue = serve.upload("acme", &blue, "blue");
+    let green = serve.upload("acme", &green, "green");
+    let topic = unique_topic("served-state");
+    let config = pipeline_config(
+        &table,
+        &topic,
+        None,
+        Extra {
+            params: r#"count = "true""#,
+            ..Extra::default()
+        },
+    ) + "\n[state]\n";
+    let name = topic.clone();
+    serve.create("acme", &name, &config, &blue);
+    let status = serve.wait_caught_up("acme", &name, 0, Duration::from_secs(120));
+    let first_changelog = status["changelog_topic"].as_str().unwrap().to_string();
+    assert_eq!(counted(&topic), (1..=100).collect::<Vec<_>>());
+    let deploy = |module: &str, reset: bool| {
+        let (status, report) = serve.call(
+            "POST",
+            &format!("/v1/tenants/acme/pipelines/{name}/deploy"),
+            Some(serve.token("acme")),
+            Some(serde_json::json!({ "module": module, "reset_state": reset })),
+        );
+        assert_eq!(status, 200, "{report}");
+        report
+    };
+    let append = |start: u64| {
+        let start = start.to_string();
+        deals_table(&table, &["append", "--start", &start, "--rows", "50"]);
+    };
+
+    // Kept: green counts on from blue's count.
+    assert_eq!(deploy(&green, false)["outcome"], "switched");
+    append(100);
+    serve.wait_caught_up("acme", &name, 1, Duration::from_secs(120));
+    assert_eq!(counted(&topic), (1..=150).collect::<Vec<_>>());
+
+    // Reset: blue starts from nothing in a new changelog; the old one is deleted.
+    let report = deploy(&blue, true);
+    assert_eq!(report["outcome"], "restarted", "{report}");
+    eprintln!(
+        "a deploy with a state reset held the pipeline for {} ms",
+        report["pause_ms"]
+    );
+    wait_until_deleted(&first_changelog, &serve);
+    append(150);
+    let status = serve.wait_caught_up("acme", &name, 2, Duration::from_secs(120));
+    let changelog = status["changelog_topic"].as_str().unwrap().to_string();
+    assert_ne!(changelog, first_changelog);
+    let after_reset: Vec<u64> = counted(&topic)[150..].to_vec();
+    assert_eq!(after_reset, (1..=50).collect::<Vec<_>>());
+    let last = consume_all(&changelog)
+        .pop()
+        .expect("the new changelog has the count");
+    assert_eq!(last.value.as_deref(), Some("50"));
+
+    // Deleted with the pipeline.
+    let (status, body) = serve.call(
+        "DELETE",
+        &format!("/v1/tenants/acme/pipelines/{name}"),
+        Some(serve.token("acme")),
+        None,
+    );
+    assert_eq!(status, 204, "{body}");
+    wait_until_deleted(&changelog, &serve);
 }
