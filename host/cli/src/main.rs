@@ -3,6 +3,7 @@
 mod admin;
 mod progress;
 mod report;
+mod state;
 
 use std::path::PathBuf;
 
@@ -119,6 +120,11 @@ enum Command {
     Position {
         #[command(subcommand)]
         action: PositionAction,
+    },
+    /// Show, read, export or reset a stateful pipeline's keyed state (`[state]`).
+    State {
+        #[command(subcommand)]
+        action: state::StateAction,
     },
     /// Build a transform project (Rust, JavaScript, TypeScript, Python, C or Go, told by
     /// its files) into a component the host runs. Installs the language's pinned
@@ -385,6 +391,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::State { action } => state::run(action).await,
         Command::Preview {
             config,
             table,

@@ -104,6 +104,14 @@ pub enum PipelineError {
     /// Kafka refused or lost records.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// A state operation on a pipeline that keeps no state.
+    #[error(
+        "Pipeline {pipeline} keeps no state: its config has no [state] section, so there is nothing to show or reset."
+    )]
+    NoState {
+        /// The pipeline.
+        pipeline: String,
+    },
     /// The pipeline's state could not be kept on this node or restored.
     #[error("The state of pipeline {pipeline} could not be used: {source}")]
     State {

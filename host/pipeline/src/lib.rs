@@ -30,6 +30,7 @@ mod sink;
 mod stage;
 mod stage_output;
 mod start;
+mod state_view;
 mod topics;
 mod work;
 
@@ -59,4 +60,5 @@ pub use sluice_sink::{
 pub use sluice_source::{Position, SourceOptions};
 pub use stage::instance_limits;
 pub use start::StartFrom;
+pub use state_view::{StateView, reset_state};
 pub use topics::TopicRule;

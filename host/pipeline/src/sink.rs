@@ -77,7 +77,7 @@ impl Sink for KafkaSink {
 }
 
 /// A changelog topic, through the sink's reader.
-struct KafkaChangelog(ChangelogReader);
+pub(crate) struct KafkaChangelog(pub(crate) ChangelogReader);
 
 impl KafkaChangelog {
     fn error(&self, error: impl std::fmt::Display) -> StoreError {

@@ -41,7 +41,8 @@ pub use failure::{SecurityFailure, SecurityProblem};
 pub use latest::{TopicRecord, read_latest};
 pub use position::SourcePosition;
 pub use producer::{
-    DeliveryMode, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, check_topics, load_position,
+    DeliveryMode, KafkaSink, RecordOrigin, SinkConfig, SinkRecord, changelog_reader, check_topics,
+    load_position,
 };
 pub use properties::{
     DEFAULTS as DEFAULT_PROPERTIES, client_properties, is_secret_property, translation_notes,

@@ -223,8 +223,7 @@ impl KafkaSink {
 
     /// A reader of a changelog topic, with the sink's connection settings.
     pub fn changelog_reader(&self, topic: &str) -> Result<ChangelogReader, SinkError> {
-        let properties = consumer_properties(&client_properties(&self.config.properties)?);
-        ChangelogReader::new(&properties, topic, self.config.connect_timeout)
+        changelog_reader(&self.config, topic)
     }
 
     /// Hands `records` to Kafka. In exactly-once mode they join the open transaction
@@ -648,6 +647,13 @@ fn rejection_hint(code: RDKafkaErrorCode) -> &'static str {
         }
         _ => "Kafka will refuse it again; fix the record or the topic's settings.",
     }
+}
+
+/// A reader of a changelog topic with `config`'s connection settings and no producer,
+/// so a running instance of the pipeline is not disturbed.
+pub fn changelog_reader(config: &SinkConfig, topic: &str) -> Result<ChangelogReader, SinkError> {
+    let properties = consumer_properties(&client_properties(&config.properties)?);
+    ChangelogReader::new(&properties, topic, config.connect_timeout)
 }
 
 /// Reads a pipeline's last committed position without producing anything, so a running

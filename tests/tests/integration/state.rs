@@ -13,7 +13,8 @@ use rdkafka::producer::{BaseProducer, Producer};
 use sluice_tests::service::{Serve, pipeline_config};
 use sluice_tests::{
     Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_expecting_failure,
-    run_to_latest, spawn_sluice_logged, transform_component, unique_topic, wait_until_started,
+    run_to_latest, sluice_binary, spawn_sluice_logged, transform_component, unique_topic,
+    wait_until_started,
 };
 
 const KILLS: usize = 30;
@@ -121,6 +122,53 @@ fn open_deals_per_group_stay_exact_through_kills_a_writer_and_a_lost_store() {
         "{output}"
     );
     assert_eq!(latest_by_key(&topic), counts(5100 - 5));
+
+    // `sluice state` shows, reads and exports it, and resets it.
+    let shown: serde_json::Value =
+        serde_json::from_str(&state_cli(&files.config, &["show", "--json"])).unwrap();
+    // An entry per open deal (5095 at one stage, 1 at the other) and a count per group.
+    assert_eq!(shown["keys"], 5095 + 1 + 2, "{shown}");
+    assert_eq!(
+        state_cli(&files.config, &["get", "open/contractsent"]),
+        "1\n"
+    );
+    let exported = state_cli(&files.config, &["export"]);
+    let entries: Vec<serde_json::Value> = exported
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 5098);
+    assert!(
+        entries.contains(&serde_json::json!({"key": "open/appointmentscheduled", "value": "5095"}))
+    );
+    let changelog = shown["changelog_topic"].as_str().unwrap().to_string();
+    state_cli(&files.config, &["reset"]);
+    assert!(!state_dir.exists());
+    wait_until_deleted(&changelog, &|| String::new());
+    deals_table(&table, &["append", "--start", "5100", "--rows", "100"]);
+    run_to_latest(&files.config);
+    let after_reset = &latest_by_key(&topic)["appointmentscheduled"];
+    assert_eq!(
+        after_reset,
+        r#"{"account":"appointmentscheduled","open_deals":100}"#
+    );
+}
+
+/// `sluice state <args> --config <config>`'s output; panics with its errors if it fails.
+fn state_cli(config: &std::path::Path, args: &[&str]) -> String {
+    let output = std::process::Command::new(sluice_binary())
+        .arg("state")
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "sluice state {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
 }
 
 #[test]
@@ -184,13 +232,13 @@ fn topic_exists(topic: &str) -> bool {
 }
 
 /// Waits until `topic` is gone: Kafka deletes topics in the background.
-fn wait_until_deleted(topic: &str, serve: &Serve) {
+fn wait_until_deleted(topic: &str, log: &dyn Fn() -> String) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while topic_exists(topic) {
         assert!(
             std::time::Instant::now() < deadline,
-            "changelog topic {topic} was not deleted; service log:\n{}",
-            serve.log()
+            "changelog topic {topic} was not deleted; log:\n{}",
+            log()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -261,7 +309,7 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
         "a deploy with a state reset held the pipeline for {} ms",
         report["pause_ms"]
     );
-    wait_until_deleted(&first_changelog, &serve);
+    wait_until_deleted(&first_changelog, &|| serve.log());
     append(150);
     let status = serve.wait_caught_up("acme", &name, 2, Duration::from_secs(120));
     let changelog = status["changelog_topic"].as_str().unwrap().to_string();
@@ -281,5 +329,5 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
         None,
     );
     assert_eq!(status, 204, "{body}");
-    wait_until_deleted(&changelog, &serve);
+    wait_until_deleted(&changelog, &|| serve.log());
 }
