@@ -3,8 +3,10 @@
 // this file is bundled by `sluice build`; Node gets native.js instead.
 
 import { log as hostLog } from 'sluice:transform/host@1.2.0';
+import * as hostState from 'sluice:transform/state@1.2.0';
 import { Batch, Output } from './batch.js';
 import { BatchError, COMPARISONS, Params, RowError, scalar } from './model.js';
+import { keyedState } from './state.js';
 
 const TO_WIT = {
   insert: 'insert',
@@ -103,6 +105,16 @@ export const log = Object.freeze({
   info: (message) => hostLog('info', String(message)),
   warn: (message) => hostLog('warn', String(message)),
   error: (message) => hostLog('error', String(message)),
+});
+
+/** The pipeline's keyed state, through the host: crossing a `[state]` limit, or using
+ * state in a pipeline without `[state]`, stops the batch with the host's error. */
+export const state = keyedState({
+  get: (key) => hostState.get(key),
+  getMany: (keys) => hostState.getMany(keys),
+  put: (key, value) => hostState.put(key, value),
+  delete: (key) => hostState['delete'](key),
+  scan: (prefix, after, limit) => hostState.scan(prefix, after ?? undefined, limit),
 });
 
 /** Makes `TransformClass` the module's transformer: `export const transformer =

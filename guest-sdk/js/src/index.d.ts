@@ -205,3 +205,37 @@ export declare const log: {
 
 /** The component's export: `export const transformer = exportTransform(MyTransform);`. */
 export declare function exportTransform(transform: new () => Transform): unknown;
+
+/** An entry of the pipeline's keyed state. */
+export interface StateEntry {
+  key: Uint8Array;
+  value: Uint8Array;
+}
+
+/** The pipeline's keyed state (contract 1.2; the pipeline needs a `[state]` section):
+ * values by key, kept across batches and committed exactly once with the batch's
+ * records. Keys and values are bytes (a string is taken as UTF-8); text, numbers and
+ * JSON are stored as UTF-8 text, as every SDK stores them. In Node it is a map in
+ * memory that `clear()` empties. */
+export declare const state: {
+  get(key: Bytes): Uint8Array | null;
+  getMany(keys: Bytes[]): Array<Uint8Array | null>;
+  put(key: Bytes, value: Bytes): void;
+  delete(key: Bytes): void;
+  /** Up to `limit` (default 256) entries whose keys start with `prefix`, in byte
+   * order of their keys, after `after`. */
+  scan(prefix?: Bytes, options?: { after?: Bytes | null; limit?: number }): StateEntry[];
+  /** Every entry whose key starts with `prefix`. */
+  entries(prefix?: Bytes): Iterable<StateEntry>;
+  getStr(key: Bytes): string | null;
+  putStr(key: Bytes, value: string): void;
+  getNumber(key: Bytes): number | null;
+  putNumber(key: Bytes, value: number): void;
+  /** Adds `delta` to the counter under `key` and returns the new value; a counter
+   * that reaches 0 is removed. */
+  add(key: Bytes, delta: number): number;
+  getJson(key: Bytes): unknown;
+  putJson(key: Bytes, value: unknown): void;
+  /** In Node only: empties the state. */
+  clear?(): void;
+};

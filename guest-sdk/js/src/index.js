@@ -2,4 +2,4 @@
 // index.d.ts. Node resolves the package to native.js, for unit tests.
 
 export * from './api.js';
-export { log, exportTransform } from './guest.js';
+export { log, exportTransform, state } from './guest.js';

@@ -2,6 +2,10 @@
 // API, with the log on stderr and nothing to export.
 
 export * from './api.js';
+import { memoryState } from './state.js';
+
+/** The pipeline's keyed state, in memory: `state.clear()` empties it between tests. */
+export const state = memoryState();
 
 /** Writes to stderr, as the pipeline's log would show it. */
 export const log = Object.freeze({

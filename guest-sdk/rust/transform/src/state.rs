@@ -159,4 +159,108 @@ mod tests {
         );
         assert_eq!(entries().len(), 2);
     }
+
+    /// The conformance suite every SDK's state helpers pass (`guest-sdk/conformance/`).
+    const SUITE: &str = include_str!("../../../conformance/state.json");
+
+    fn bytes(value: &serde_json::Value) -> Vec<u8> {
+        match value {
+            serde_json::Value::String(text) => text.as_bytes().to_vec(),
+            value => {
+                let hex = value["hex"].as_str().expect("bytes are text or {hex}");
+                (0..hex.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                    .collect()
+            }
+        }
+    }
+
+    fn text(value: &serde_json::Value) -> String {
+        String::from_utf8(bytes(value)).expect("a typed helper's key is text")
+    }
+
+    fn optional(value: &serde_json::Value) -> Option<Vec<u8>> {
+        (!value.is_null()).then(|| bytes(value))
+    }
+
+    /// What a step gives, as JSON comparable with the suite's `returns` once both are
+    /// read as bytes.
+    fn run_step(op: &str, args: &[serde_json::Value]) -> Option<serde_json::Value> {
+        use serde_json::json;
+        let hex = |bytes: &[u8]| json!({ "hex": bytes.iter().map(|b| format!("{b:02x}")).collect::<String>() });
+        let key = &args[0];
+        match op {
+            "put" => put(&bytes(key), &bytes(&args[1])),
+            "put_str" => put_str(&text(key), args[1].as_str().unwrap()),
+            "put_number" => put_i64(&text(key), args[1].as_i64().unwrap()),
+            "add" => return Some(json!(add_i64(&text(key), args[1].as_i64().unwrap()))),
+            "delete" => delete(&bytes(key)),
+            "get" => return Some(get(&bytes(key)).map_or(json!(null), |v| hex(&v))),
+            "get_str" => return Some(json!(get_str(&text(key)))),
+            "get_number" => return Some(json!(get_i64(&text(key)))),
+            "get_many" => {
+                let keys: Vec<Vec<u8>> = key.as_array().unwrap().iter().map(bytes).collect();
+                let values = get_many(&keys);
+                return Some(
+                    values
+                        .iter()
+                        .map(|v| v.as_deref().map_or(json!(null), hex))
+                        .collect(),
+                );
+            }
+            "scan" => {
+                let after = optional(&args[1]);
+                let limit = args[2].as_u64().unwrap() as u32;
+                let found = scan(&bytes(key), after.as_deref(), limit);
+                return Some(found.iter().map(|(k, v)| json!([hex(k), hex(v)])).collect());
+            }
+            other => panic!("unknown step {other}"),
+        }
+        None
+    }
+
+    /// `value` with every bytes (text or {hex}) as {hex}, so the suite's and a step's
+    /// answers compare.
+    fn as_hex(value: &serde_json::Value, holds_bytes: bool) -> serde_json::Value {
+        use serde_json::{Value, json};
+        match value {
+            Value::Array(items) => items.iter().map(|v| as_hex(v, holds_bytes)).collect(),
+            Value::String(_) | Value::Object(_) if holds_bytes => {
+                json!({ "hex": bytes(value).iter().map(|b| format!("{b:02x}")).collect::<String>() })
+            }
+            other => other.clone(),
+        }
+    }
+
+    #[test]
+    fn the_helpers_pass_every_case_of_the_conformance_suite() {
+        let suite: serde_json::Value = serde_json::from_str(SUITE).unwrap();
+        let cases = suite["cases"].as_array().unwrap();
+        assert!(cases.len() >= 5);
+        for case in cases {
+            clear();
+            let name = case["name"].as_str().unwrap();
+            for step in case["steps"].as_array().unwrap() {
+                let step = step.as_object().unwrap();
+                let (op, args) = step.iter().find(|(k, _)| *k != "returns").unwrap();
+                let given = run_step(op, args.as_array().unwrap());
+                if let Some(returns) = step.get("returns") {
+                    let holds_bytes = matches!(op.as_str(), "get" | "get_many" | "scan");
+                    assert_eq!(
+                        given.map(|g| as_hex(&g, holds_bytes)),
+                        Some(as_hex(returns, holds_bytes)),
+                        "{name}: {op} {args}"
+                    );
+                }
+            }
+            let stored: Vec<(Vec<u8>, Vec<u8>)> = case["state"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|entry| (bytes(&entry[0]), bytes(&entry[1])))
+                .collect();
+            assert_eq!(entries(), stored, "{name}: the stored entries");
+        }
+    }
 }
