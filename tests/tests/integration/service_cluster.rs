@@ -41,6 +41,21 @@ fn wait_records(topics: &[String], expected: usize, nodes: &[&Serve]) -> Duratio
     started.elapsed()
 }
 
+/// The `count` header of each record, in order.
+fn counts(records: &[sluice_tests::Consumed]) -> Vec<u64> {
+    records
+        .iter()
+        .map(|r| {
+            let (_, count) = r
+                .headers
+                .iter()
+                .find(|(k, _)| k == "count")
+                .expect("a count");
+            count.parse().unwrap()
+        })
+        .collect()
+}
+
 /// How many module switches `node` logged that name `digest` (switched from or to).
 fn switches(node: &Serve, digest: &str) -> usize {
     node.log()
@@ -64,7 +79,9 @@ fn wait_switched(node: &Serve, digest: &str, before: usize) {
 
 #[test]
 fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
-    let passthrough = transform_component("passthrough");
+    // Stateful: each record says how many rows its pipeline counted in its keyed state,
+    // so a pipeline that moves shows whether its state came along exactly once.
+    let blue = transform_component("tagged/blue");
     let dir = tempfile::tempdir().unwrap();
     let tables: Vec<PathBuf> = (0..PIPELINES)
         .map(|i| dir.path().join(format!("deals{i}")))
@@ -91,11 +108,8 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
         .collect();
 
     // A module uploaded through one node is every node's.
-    let digest = nodes[0].upload("acme", &passthrough, "passthrough");
-    assert_eq!(
-        nodes[1].upload("globex", &passthrough, "passthrough"),
-        digest
-    );
+    let digest = nodes[0].upload("acme", &blue, "blue");
+    assert_eq!(nodes[1].upload("globex", &blue, "blue"), digest);
     let topics: Vec<String> = (0..PIPELINES)
         .map(|i| unique_topic(&format!("cl{i}")))
         .collect();
@@ -114,9 +128,10 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
             None,
             Extra {
                 transform: "memory_limit_mib = 32",
+                params: r#"count = "true""#,
                 ..Extra::default()
             },
-        );
+        ) + "\n[state]\n";
         // Through a different node each time.
         nodes[i % 3].create(tenant, name, &config, &digest);
     }
@@ -197,6 +212,11 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
         assert_eq!(records.len(), 120, "pipeline {i}: every change row once");
         let values: BTreeSet<Option<String>> = records.iter().map(|r| r.value.clone()).collect();
         assert_eq!(values.len(), 120, "pipeline {i}: no row repeated");
+        assert_eq!(
+            counts(&records),
+            (1..=120).collect::<Vec<_>>(),
+            "pipeline {i}: its state counted every row once, across the move"
+        );
     }
     // A status read through any node shows the pipeline.
     let (tenant, name) = &pipelines[0];
@@ -237,6 +257,11 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
     assert!(
         records[120..].iter().all(tagged),
         "the new module made the last 40"
+    );
+    assert_eq!(
+        counts(&records),
+        (1..=160).collect::<Vec<_>>(),
+        "the new module counted on from the old one's state"
     );
     // Its logs, asked of the node that does not run it, are relayed from the one that does.
     let deadline = Instant::now() + Duration::from_secs(30);
