@@ -23,7 +23,7 @@ pub fn wanted() -> bool {
 pub fn draw(metrics: Arc<PipelineMetrics>) {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} versions, {msg}")
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}")
             .expect("the template is valid")
             .progress_chars("=> "),
     );
@@ -32,7 +32,14 @@ pub fn draw(metrics: Arc<PipelineMetrics>) {
         loop {
             let snapshot = metrics.snapshot();
             let figures = snapshot.progress;
-            if figures.versions_total > 0 {
+            let restore = snapshot.state;
+            if restore.restore_read < restore.restore_total {
+                // The store is brought up to the changelog before any version is read.
+                bar.set_length(restore.restore_total);
+                bar.set_position(restore.restore_read);
+                bar.set_prefix("restoring state");
+                bar.set_message("changelog offsets read");
+            } else if figures.versions_total > 0 {
                 bar.set_length(figures.versions_total);
                 bar.set_position(figures.versions_done);
                 bar.set_prefix(if figures.snapshot {
@@ -49,13 +56,16 @@ pub fn draw(metrics: Arc<PipelineMetrics>) {
                     .unwrap_or_default();
                 bar.set_message(match &snapshot.waiting {
                     // The pipeline stands still: say why instead of a rate of zero.
-                    Some(waiting) => waiting.sentence(
-                        SystemTime::now()
-                            .duration_since(UNIX_EPOCH)
-                            .map_or(0, |d| d.as_millis() as u64),
+                    Some(waiting) => format!(
+                        "versions; {}",
+                        waiting.sentence(
+                            SystemTime::now()
+                                .duration_since(UNIX_EPOCH)
+                                .map_or(0, |d| d.as_millis() as u64),
+                        )
                     ),
                     None => format!(
-                        "{} rows, {:.0} rows/s{left}",
+                        "versions, {} rows, {:.0} rows/s{left}",
                         figures.rows_done, figures.rows_per_second
                     ),
                 });

@@ -15,6 +15,9 @@ use crate::metrics::PipelineMetrics;
 use crate::module::Instance;
 use crate::work::blocking_step;
 
+/// How often a long restore logs how far it is.
+const RESTORE_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The state a pipeline's stage transforms with.
 #[derive(Clone)]
 pub(crate) struct StageState {
@@ -154,9 +157,21 @@ impl KeyedState {
     ) -> Result<(), PipelineError> {
         let state = self.stage.state.clone();
         let progress_metrics = metrics.clone();
+        let name = pipeline.to_string();
+        let mut logged = std::time::Instant::now();
         let restored = blocking_step(move || {
             state.restore(&*changelog, &mut |read, total| {
                 progress_metrics.record_state_restore(read, total);
+                // A long restore says how far it is, as catching up does.
+                if logged.elapsed() >= RESTORE_LOG_EVERY {
+                    logged = std::time::Instant::now();
+                    tracing::info!(
+                        pipeline = name,
+                        read,
+                        total,
+                        "Restoring the pipeline's state: {read} of {total} changelog offsets read."
+                    );
+                }
             })
         })
         .await
