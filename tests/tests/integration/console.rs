@@ -79,9 +79,11 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
         None,
         Extra {
             source: "batch_rows = 100",
+            // Keyed state: the module counts rows, and the page shows its state.
+            params: r#"count = "true""#,
             ..Extra::default()
         },
-    );
+    ) + "\n[state]\n";
     serve.create("acme", streaming, &config, &blue_digest);
     let rejecting = &short_name("poisoned");
     let params = format!(

@@ -30,6 +30,17 @@ export interface Counters {
   guest_seconds: number;
   swaps: number;
   last_swap_pause_seconds: number;
+  /** Keyed state on the node that runs it (zeros for a pipeline without [state]). */
+  state: StateMetrics;
+}
+
+export interface StateMetrics {
+  keys: number;
+  bytes: number;
+  /** Changelog offsets the restore in progress, or the last, read and had to read. */
+  restore_read: number;
+  restore_total: number;
+  restore_seconds: number;
 }
 
 /** An outage a running pipeline waits out: the schema registry gives no schema ids. */
@@ -58,6 +69,8 @@ export interface PipelineStatus {
   table: string;
   topic: string;
   dead_letter_topic: string | null;
+  /** With [state], the topic its keyed state is committed to. */
+  changelog_topic?: string | null;
   position: Position;
   latest_version: number;
   lag_versions: number;
@@ -262,11 +275,15 @@ export const resume = (tenant: string, name: string) =>
 export const rollback = (tenant: string, name: string) =>
   json<DeployReport>(`${pipelinePath(tenant, name)}/rollback`, { method: 'POST' });
 
-export const deploy = (tenant: string, name: string, module: string, sampleRows?: number) =>
+export const deploy = (tenant: string, name: string, module: string, sampleRows?: number, resetState = false) =>
   json<DeployReport>(`${pipelinePath(tenant, name)}/deploy`, {
     method: 'POST',
     contentType: 'application/json',
-    body: JSON.stringify(sampleRows === undefined ? { module } : { module, sample_rows: sampleRows }),
+    body: JSON.stringify({
+      module,
+      ...(sampleRows === undefined ? {} : { sample_rows: sampleRows }),
+      ...(resetState ? { reset_state: true } : {}),
+    }),
   });
 
 export const modules = (tenant: string, signal?: AbortSignal) =>

@@ -169,6 +169,13 @@ async function main() {
     await byTestId('lag-chart').waitFor();
   });
 
+  await check(`the state of ${streaming} shows its keys and changelog`, async () => {
+    await byTestId('state').waitFor();
+    await poll('the counter in the state', async () => (await byTestId('state-keys').innerText()).trim() === '1');
+    assert.match(await byTestId('state').innerText(), /sluice-state-/);
+    await byTestId('deploy-reset-state').waitFor();
+  });
+
   const state = async () => (await byTestId('pipeline-state').innerText()).trim();
 
   await check('pause shows paused', async () => {

@@ -11,6 +11,7 @@ export function DeployForm({ status, onDone }: { status: api.PipelineStatus; onD
   const [choice, setChoice] = useState('');
   const [file, setFile] = useState<File | null>(null);
   const [sampleRows, setSampleRows] = useState('');
+  const [resetState, setResetState] = useState(false);
   const [busy, setBusy] = useState(false);
   const [outcome, setOutcome] = useState<Outcome | null>(null);
   const fileInput = useRef<HTMLInputElement>(null);
@@ -36,7 +37,9 @@ export function DeployForm({ status, onDone }: { status: api.PipelineStatus; onD
         fileInput.current!.value = '';
         modules.reload();
       }
-      setOutcome({ text: describeReport(await api.deploy(tenant, name, digest, rows)), failed: false });
+      const report = await api.deploy(tenant, name, digest, rows, resetState);
+      setResetState(false);
+      setOutcome({ text: describeReport(report), failed: false });
     } catch (error) {
       setOutcome({ text: api.messageOf(error), failed: true });
     }
@@ -87,6 +90,17 @@ export function DeployForm({ status, onDone }: { status: api.PipelineStatus; onD
           />
         </label>
       </div>
+      {status.changelog_topic && (
+        <label>
+          <input
+            type="checkbox"
+            data-testid="deploy-reset-state"
+            checked={resetState}
+            onChange={(e) => setResetState(e.currentTarget.checked)}
+          />
+          Start with empty state (the current state is deleted)
+        </label>
+      )}
       <button type="submit" data-testid="deploy-submit" disabled={busy} aria-busy={busy}>
         {file ? 'Upload and deploy' : 'Deploy'}
       </button>

@@ -116,6 +116,25 @@ function PipelineView({ status: s, history, reload }: Loaded & { reload: () => v
             <dd>{s.node ?? 'this service'}</dd>
           </dl>
         </article>
+        {s.changelog_topic && (
+          <article data-testid="state">
+            <h3>State</h3>
+            <dl>
+              <dt>Keys</dt>
+              <dd data-testid="state-keys">{count(c.state.keys)}</dd>
+              <dt>Size</dt>
+              <dd>{bytes(c.state.bytes)}</dd>
+              <dt>Changelog</dt>
+              <dd class="wrap">{s.changelog_topic}</dd>
+              <dt>Restore</dt>
+              <dd data-testid="state-restore">
+                {c.state.restore_read < c.state.restore_total
+                  ? `restoring: ${count(c.state.restore_read)} of ${count(c.state.restore_total)} changelog offsets`
+                  : `${count(c.state.restore_total)} changelog offsets in ${c.state.restore_seconds.toFixed(1)} s`}
+              </dd>
+            </dl>
+          </article>
+        )}
         <article>
           <h3>Counters</h3>
           <dl>
