@@ -182,6 +182,41 @@ fn a_flood_of_rejections_keeps_one_short_reason_per_row() {
     assert_stopped_cleanly("run", "reject-flood", &["failed on batch row 0"], &run);
 }
 
+/// A module putting state without end stops at the state's budget, in a preview (in
+/// memory, `[state]`'s defaults) and in a run (the pipeline's `max_mib`); the host
+/// holds at most the budget, never what the module asks for.
+#[test]
+fn a_module_hoarding_state_stops_at_its_budget() {
+    let work = tempfile::tempdir().unwrap();
+    let table = table(work.path());
+    let module = wasip2_component("misbehaving/host-hogs");
+    let expected = ["state limit exceeded", "[state] max_mib"];
+    let preview = preview(&table, &module, Some("state-hoard"));
+    assert_stopped_cleanly(
+        "preview",
+        "state-hoard",
+        &expected,
+        &run_measured(preview, GUARD),
+    );
+    let state = format!(
+        "dir = \"{}\"\nmax_mib = 64",
+        work.path().join("state").display()
+    );
+    let files = PipelineFiles::new(
+        &table,
+        &module,
+        &unique_topic("hostile-state-hoard"),
+        &kafka_bootstrap(),
+        Extra {
+            params: "behavior = \"state-hoard\"",
+            state: Some(&state),
+            ..Extra::default()
+        },
+    );
+    let run = run_measured(files.run_to_latest_command(), GUARD);
+    assert_stopped_cleanly("run", "state-hoard", &expected, &run);
+}
+
 #[test]
 fn sluice_run_stops_every_hostile_module_within_its_budgets() {
     let work = tempfile::tempdir().unwrap();

@@ -14,6 +14,7 @@
 //! - `random`: asks WASI for 2^40 random bytes;
 //! - `handles`: makes WASI pollables without end and never drops them;
 //! - `stderr-flood`: writes to stderr without end;
+//! - `state-hoard`: puts 256 KiB values in keyed state under new keys without end;
 //!
 //! anything else emits one record per row, so the fixture also shows a working module.
 
@@ -136,6 +137,12 @@ impl Guest for HostHogs {
                 let chunk = "e".repeat(1024 * 1024);
                 loop {
                     eprintln!("{chunk}");
+                }
+            }
+            "state-hoard" => {
+                let value = vec![7u8; 256 * 1024];
+                for key in 0u64.. {
+                    sluice_transform_sys::sluice::transform::state::put(&key.to_be_bytes(), &value);
                 }
             }
             _ => {
