@@ -78,6 +78,13 @@ enum Command {
         /// config's).
         #[arg(long)]
         batch_rows: Option<usize>,
+        /// Keyed state the module starts with, as JSON lines in the form `sluice state
+        /// export` writes (default: empty).
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Write the keyed state after the preview to this file, in the same form.
+        #[arg(long)]
+        state_out: Option<PathBuf>,
     },
     /// Check a pipeline without running it: the config, the table and its change
     /// feed, the module and its parameters, and Kafka and its topics. Lists every
@@ -402,8 +409,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             params,
             storage_options,
             batch_rows,
+            state: seed,
+            state_out,
         } => {
-            let options = match config {
+            let mut options = match config {
                 Some(path) => {
                     let config = PipelineConfig::load(&path)?;
                     let mut options = sluice_pipeline::PreviewOptions::from_config(&config);
@@ -433,8 +442,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
                         }
                     },
                     encoding: None,
+                    state: Vec::new(),
                 },
             };
+            if let Some(seed) = seed {
+                options.state = state::read_entries(&seed)?;
+            }
             let summary = tokio::task::spawn_blocking(move || {
                 sluice_pipeline::preview(&options, &mut std::io::stdout().lock())
                     .map_err(anyhow::Error::from)
@@ -445,8 +458,12 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 rows = summary.rows,
                 records = summary.records,
                 rejected = summary.rejected,
+                state_keys = summary.state.len(),
                 "Preview finished."
             );
+            if let Some(path) = state_out {
+                state::write_entries(&path, &summary.state)?;
+            }
             Ok(())
         }
         Command::Check { config } => {

@@ -3,7 +3,7 @@
 //! read_committed reader, so an instance running elsewhere is not disturbed.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Subcommand;
@@ -106,10 +106,7 @@ pub async fn run(action: StateAction) -> anyhow::Result<()> {
                 };
                 after = Some(last.clone());
                 for (key, value) in &page {
-                    let mut line = serde_json::Map::new();
-                    put_bytes(&mut line, "key", key);
-                    put_bytes(&mut line, "value", value);
-                    writeln!(out, "{}", serde_json::Value::Object(line))?;
+                    writeln!(out, "{}", entry_line(key, value))?;
                 }
             }
             out.flush()?;
@@ -152,6 +149,71 @@ async fn open(config: PathBuf) -> anyhow::Result<(PipelineConfig, StateView)> {
     Ok((config, view))
 }
 
+/// An entry as a line of `sluice state export`.
+fn entry_line(key: &[u8], value: &[u8]) -> serde_json::Value {
+    let mut line = serde_json::Map::new();
+    put_bytes(&mut line, "key", key);
+    put_bytes(&mut line, "value", value);
+    serde_json::Value::Object(line)
+}
+
+/// Writes `entries` to `path` as `sluice state export` prints them.
+pub fn write_entries(path: &Path, entries: &[(Vec<u8>, Vec<u8>)]) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot write the state to {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    for (key, value) in entries {
+        writeln!(out, "{}", entry_line(key, value))?;
+    }
+    out.flush()
+        .with_context(|| format!("cannot write the state to {}", path.display()))
+}
+
+/// Reads entries in the form `sluice state export` prints them.
+pub fn read_entries(path: &Path) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the state file {}", path.display()))?;
+    let mut entries = Vec::new();
+    for (number, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let entry = serde_json::from_str::<serde_json::Value>(line)
+            .map_err(|e| e.to_string())
+            .and_then(|line| Ok((get_bytes(&line, "key")?, get_bytes(&line, "value")?)))
+            .map_err(|why| {
+                anyhow::anyhow!(
+                    "line {} of the state file {} is not an entry ({why}); each line is {{\"key\": ..., \"value\": ...}} (or key_hex, value_hex), as `sluice state export` writes",
+                    number + 1,
+                    path.display()
+                )
+            })?;
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+/// The bytes under `name` (text) or `<name>_hex`.
+fn get_bytes(line: &serde_json::Value, name: &str) -> Result<Vec<u8>, String> {
+    if let Some(text) = line.get(name).and_then(serde_json::Value::as_str) {
+        return Ok(text.as_bytes().to_vec());
+    }
+    let hex = line
+        .get(format!("{name}_hex"))
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| format!("it has no {name} or {name}_hex"))?;
+    if hex.len() % 2 != 0 || !hex.is_ascii() {
+        return Err(format!("{name}_hex is not hex"));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| format!("{name}_hex is not hex"))
+        })
+        .collect()
+}
+
 /// Puts `bytes` under `name` as text, or under `<name>_hex` when they are not UTF-8.
 fn put_bytes(line: &mut serde_json::Map<String, serde_json::Value>, name: &str, bytes: &[u8]) {
     match std::str::from_utf8(bytes) {
@@ -161,4 +223,34 @@ fn put_bytes(line: &mut serde_json::Map<String, serde_json::Value>, name: &str, 
             line.insert(format!("{name}_hex"), hex.into())
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_written_read_back_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.jsonl");
+        let entries = vec![
+            (b"open/acme".to_vec(), b"3".to_vec()),
+            (vec![0xff, 0x00], "Zoë".as_bytes().to_vec()),
+        ];
+        write_entries(&path, &entries).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(r#"{"key":"open/acme","value":"3"}"#),
+            "{text}"
+        );
+        assert!(text.contains(r#""key_hex":"ff00""#), "{text}");
+        assert_eq!(read_entries(&path).unwrap(), entries);
+
+        std::fs::write(&path, "{\"key\":\"a\",\"value\":\"1\"}\n{\"key\":\"b\"}\n").unwrap();
+        let error = read_entries(&path).unwrap_err().to_string();
+        assert!(
+            error.contains("line 2") && error.contains("no value or value_hex"),
+            "{error}"
+        );
+    }
 }

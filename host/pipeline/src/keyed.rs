@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use sluice_engine::{BatchOutput, StateChanges, StateLimits, StateScope, TransformError};
+use sluice_engine::{
+    BatchOutput, StateChanges, StateEntry, StateLimits, StateScope, TransformError,
+};
 use sluice_sink::SinkRecord;
 use sluice_source::arrow::array::RecordBatch;
 use sluice_state::{Changelog, MemoryStore, PipelineState, RedbStore, StateStore};
@@ -245,16 +247,37 @@ const SCRATCH_LIMITS: StateLimits = StateLimits {
 
 /// State in memory for a run that commits nothing (a preview, a deploy's trial run):
 /// each batch's changes are kept as if committed.
-pub(crate) struct ScratchState(StageState);
+pub(crate) struct ScratchState {
+    stage: StageState,
+    store: Arc<MemoryStore>,
+}
 
 impl ScratchState {
     /// Empty state.
     pub(crate) fn new() -> ScratchState {
-        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::default());
-        ScratchState(StageState::new(
-            Arc::new(PipelineState::new(store)),
-            SCRATCH_LIMITS,
-        ))
+        ScratchState::seeded(&[])
+    }
+
+    /// State that starts with `entries`.
+    pub(crate) fn seeded(entries: &[StateEntry]) -> ScratchState {
+        let store = Arc::new(MemoryStore::default());
+        let seed = entries
+            .iter()
+            .map(|(key, value)| (key.clone(), Some(value.clone())))
+            .collect();
+        store
+            .apply(&seed)
+            .expect("the in-memory store does not fail");
+        let shared: Arc<dyn StateStore> = store.clone();
+        ScratchState {
+            stage: StageState::new(Arc::new(PipelineState::new(shared)), SCRATCH_LIMITS),
+            store,
+        }
+    }
+
+    /// Every entry, in key order.
+    pub(crate) fn entries(&self) -> Vec<StateEntry> {
+        self.store.entries()
     }
 
     /// Transforms `batch` with this state and keeps what the module changed.
@@ -263,10 +286,10 @@ impl ScratchState {
         instance: &mut dyn Instance,
         batch: &RecordBatch,
     ) -> Result<BatchOutput, TransformError> {
-        let mut output = instance.transform_keyed(batch, &self.0.scope)?;
+        let mut output = instance.transform_keyed(batch, &self.stage.scope)?;
         let at = sluice_source::Position::default();
-        self.0.state.push(at, std::mem::take(&mut output.state));
-        self.0
+        self.stage.state.push(at, std::mem::take(&mut output.state));
+        self.stage
             .state
             .committed(at)
             .expect("the in-memory store does not fail");

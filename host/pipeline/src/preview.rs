@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
 use sluice_encoding::{ProtobufSchema, SchemaKind, SubjectStrategy, WriterSchema};
-use sluice_engine::{EngineConfig, Format, OutputRecord, TransformEngine};
+use sluice_engine::{EngineConfig, Format, OutputRecord, StateEntry, TransformEngine};
 use sluice_model::{Value, write_json_value};
 use sluice_registry::{HttpRegistry, Registration, RegistrySettings, SchemaRegistry};
 use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
@@ -54,6 +54,9 @@ pub struct PreviewOptions {
     pub source: SourceOptions,
     /// The pipeline's encoding; plain JSON when `None`.
     pub encoding: Option<PreviewEncoding>,
+    /// The keyed state the module starts with (a preview keeps state in memory, as
+    /// if each batch were committed).
+    pub state: Vec<StateEntry>,
 }
 
 impl PreviewOptions {
@@ -75,12 +78,13 @@ impl PreviewOptions {
                 strategy: config.sink.encoding.subject_name_strategy,
                 topics: TopicRule::of(&config.sink),
             }),
+            state: Vec::new(),
         }
     }
 }
 
 /// What a preview read and printed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PreviewSummary {
     /// Change rows read.
     pub rows: u64,
@@ -89,12 +93,25 @@ pub struct PreviewSummary {
     /// Rows the module rejected, or whose records named a topic the pipeline may not
     /// write to (printed too).
     pub rejected: u64,
+    /// The keyed state after the preview, in key order.
+    pub state: Vec<StateEntry>,
 }
 
 /// Runs `options.module` over the table's changes and writes one JSON line per record
 /// (and per rejected row) to `out`. Stops quietly when `out` is closed.
 pub fn preview(
     options: &PreviewOptions,
+    out: &mut dyn Write,
+) -> Result<PreviewSummary, PipelineError> {
+    let state = ScratchState::seeded(&options.state);
+    let mut summary = preview_with(options, &state, out)?;
+    summary.state = state.entries();
+    Ok(summary)
+}
+
+fn preview_with(
+    options: &PreviewOptions,
+    state: &ScratchState,
     out: &mut dyn Write,
 ) -> Result<PreviewSummary, PipelineError> {
     let feed = ChangeFeed::open(&options.table, options.source.clone())?;
@@ -114,7 +131,6 @@ pub fn preview(
         None => Arc::new(Format::default()),
     };
     let mut instance = module.instantiate(&options.params, format)?;
-    let state = ScratchState::new();
     let mut schemas = SchemaLookup::new(options.encoding.as_ref())?;
     let mut summary = PreviewSummary::default();
     for batch in feed.read(Position::at_version(options.from), to, Preceded::Nothing)? {

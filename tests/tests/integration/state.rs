@@ -12,9 +12,9 @@ use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, Producer};
 use sluice_tests::service::{Serve, pipeline_config};
 use sluice_tests::{
-    Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, run_expecting_failure,
-    run_to_latest, sluice_binary, spawn_sluice_logged, transform_component, unique_topic,
-    wait_until_started,
+    Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, preview_records,
+    run_expecting_failure, run_to_latest, sluice_binary, spawn_sluice_logged, transform_component,
+    unique_topic, wait_until_started,
 };
 
 const KILLS: usize = 30;
@@ -213,6 +213,51 @@ fn the_javascript_example_counts_as_the_rust_one_and_takes_over_its_state() {
     // 2600 deals: 3 and 7 won, 5 and 10 deleted, 1 moved to contractsent.
     assert_eq!(latest_by_key(&js_topic), counts(2600 - 5));
     assert_eq!(latest_by_key(&mixed_topic), counts(2600 - 5));
+}
+
+/// A preview keeps state in memory from a seed file and writes what it ends with, in
+/// the form `sluice state export` writes: a transform's state logic is tried offline.
+#[test]
+fn a_preview_starts_from_a_state_file_and_writes_the_state_it_ends_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("deals");
+    deals_table(&table, &["create", "--rows", "100"]);
+    let seed = dir.path().join("seed.jsonl");
+    // 40 deals of another source are already open at the stage.
+    std::fs::write(
+        &seed,
+        "{\"key\":\"open/appointmentscheduled\",\"value\":\"40\"}\n",
+    )
+    .unwrap();
+    let after = dir.path().join("after.jsonl");
+    let (seed_arg, after_arg) = (seed.display().to_string(), after.display().to_string());
+    let records = preview_records(
+        &table,
+        &transform_component("account-pipeline"),
+        &[
+            "--param",
+            "group_by=fullDocument.stage",
+            "--state",
+            &seed_arg,
+            "--state-out",
+            &after_arg,
+        ],
+    );
+    let last = records.last().expect("the count is emitted");
+    assert_eq!(
+        last["value"], r#"{"account":"appointmentscheduled","open_deals":140}"#,
+        "{last}"
+    );
+    let written = std::fs::read_to_string(&after).unwrap();
+    assert!(
+        written.contains(r#"{"key":"open/appointmentscheduled","value":"140"}"#),
+        "{written}"
+    );
+    assert_eq!(
+        written.lines().count(),
+        101,
+        "a key per open deal and the count"
+    );
 }
 
 #[test]
