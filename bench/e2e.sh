@@ -26,11 +26,13 @@ done
 cargo_profile=()
 [ "$profile" = release ] && cargo_profile=(--release)
 cargo build --locked "${cargo_profile[@]}" -p sluice -p sluice-bench --bin sluice --bin e2e >&2
-# The gold-deals modules the contestants run, built as `sluice build` builds them.
+# The modules the contestants run, built as `sluice build` builds them.
 modules=(gold-deals)
 for language in python js c go; do
   [[ ",$contestants," == *",sluice-$language,"* || ",$contestants," == *",sluice-$language-"* ]] && modules+=("gold-deals-$language")
 done
+[[ ",$contestants," == *",sluice-account,"* ]] && modules+=(account-pipeline)
+[[ ",$contestants," == *",sluice-account-js,"* ]] && modules+=(account-pipeline-js)
 for module in "${modules[@]}"; do
   "$CARGO_TARGET_DIR/$profile/sluice" build "transforms/$module" \
     --out-dir "$CARGO_TARGET_DIR/guests/components" --target-dir "$CARGO_TARGET_DIR/guests" >&2

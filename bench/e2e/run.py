@@ -16,6 +16,10 @@ Contestants:
   sluice-c-avro, sluice-c-json-schema, sluice-c-protobuf
                  sluice-c with the helpers' records written as Avro, JSON Schema or
                  Protobuf in Confluent's wire format (schema registry: scripts/registry.sh)
+  sluice-account, sluice-account-js
+                 sluice run, exactly-once, the account-pipeline example (keyed state:
+                 open deals per account, a changelog written with every commit) in Rust
+                 and in JavaScript
   native         Sluice's pipeline with gold-deals compiled into the host
   native-x2      native with two instances
   raw            gold-deals' records precomputed, then produced by rdkafka alone
@@ -41,7 +45,7 @@ from pathlib import Path
 from samples import rounds, speed_ratio, spread, wait_for_quiet
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "native", "native-x2", "raw", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "sluice-account", "sluice-account-js", "native", "native-x2", "raw", "spark"]
 # The gold-deals module each Sluice contestant runs (the Rust one when not named).
 MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm", "sluice-go": "gold-deals-go.wasm"}
 # Contestants that write the helpers' records in a registry format: their bytes differ
@@ -49,6 +53,11 @@ MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-j
 ENCODINGS = {"sluice-c-avro": "avro", "sluice-c-json-schema": "json-schema", "sluice-c-protobuf": "protobuf"}
 for _name in ENCODINGS:
     MODULES[_name] = MODULES["sluice-c"]
+# Contestants that keep keyed state (the account example): they make the example's
+# records, not gold-deals', so they are checked against each other, every language
+# and every run the same bytes.
+STATEFUL = {"sluice-account": "account-pipeline.wasm", "sluice-account-js": "account-pipeline-js.wasm"}
+MODULES.update(STATEFUL)
 REGISTRY = os.environ.get("SLUICE_BENCH_REGISTRY", f"http://127.0.0.1:{os.environ.get('SLUICE_REGISTRY_PORT', 18081)}/apis/ccompat/v7")
 # The local broker's secured listeners (scripts/kafka.sh) and their files.
 KAFKA_RUN = Path(os.environ.get("SLUICE_KAFKA_DIR") or Path(os.environ.get("SLUICE_CACHE") or Path.home() / ".cache/sluice") / "kafka-run")
@@ -168,6 +177,8 @@ class Bench:
 
     def sluice_config(self, topic, delivery, follow=False, module=None, instances=1, listener=None):
         bootstrap, kafka = secured(listener)
+        # A stateful contestant starts each sample with an empty store and changelog.
+        state = f'[state]\ndir = "{self.work / ("state-" + topic)}"\n' if listener in STATEFUL else ""
         encoding = ""
         if listener in ENCODINGS:
             encoding = f'[sink.encoding]\nvalue = "{ENCODINGS[listener]}"\n'
@@ -189,7 +200,7 @@ instances = {instances}
 topic = "{topic}"
 delivery = "{delivery}"
 change_headers = {'true' if follow else 'false'}
-{encoding}[sink.kafka]
+{encoding}{state}[sink.kafka]
 "bootstrap.servers" = "{bootstrap or self.args.bootstrap}"
 {kafka}"""
         )
@@ -237,6 +248,19 @@ change_headers = {'true' if follow else 'false'}
             seconds = wall
         digest = last_json(subprocess.run([self.bin / "e2e", "digest", topic, self.args.bootstrap], check=True, capture_output=True, text=True).stdout)
         return {"seconds": seconds, "cpu": cpu, "rss": rss, "count": digest["count"], "sha256": digest["sha256"], "stages": stages(err)}
+
+    def restore(self, name):
+        """The last timed sample's state of a stateful contestant, restored from its
+        changelog alone (the node's copy deleted, as after a move): seconds, keys,
+        changelog offsets and the store's size on disk."""
+        topic = self.topic(name, self.args.runs - 1)
+        config = self.sluice_config(topic, "exactly-once", module=self.module.with_name(MODULES[name]), listener=name)
+        store = self.work / f"state-{topic}"
+        shutil.rmtree(store)
+        out, wall, cpu, rss, _ = run_measured([self.bin / "sluice", "state", "show", "--json", "--config", config])
+        shown = last_json(out)
+        disk = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
+        return {"seconds": shown["restore_seconds"], "wall": wall, "cpu": cpu, "rss": rss, "keys": shown["keys"], "bytes": shown["bytes"], "offsets": shown["changelog_offset"], "disk": disk}
 
     def large_commit(self, rows):
         """sluice-eos streaming one commit of `rows` deals: seconds and peak memory."""
@@ -340,13 +364,15 @@ def main():
         # from every JSON contestant, and from every run of an encoding contestant; the
         # same count from all.
         digests = {name: {(r["count"], r["sha256"]) for r in runs} for name, runs in results.items()}
-        json_digests = {d for name, ds in digests.items() if name not in ENCODINGS for d in ds}
-        counts = {count for ds in digests.values() for count, _ in ds}
-        if len(json_digests) > 1 or len(counts) != 1 or any(len(digests[n]) != 1 for n in digests if n in ENCODINGS):
+        json_digests = {d for name, ds in digests.items() if name not in ENCODINGS and name not in STATEFUL for d in ds}
+        counts = {count for name, ds in digests.items() if name not in STATEFUL for count, _ in ds}
+        stateful_digests = {d for name, ds in digests.items() if name in STATEFUL for d in ds}
+        if len(json_digests) > 1 or len(counts) > 1 or len(stateful_digests) > 1 or any(len(digests[n]) != 1 for n in digests if n in ENCODINGS):
             sys.exit("CONTESTANTS DELIVERED DIFFERENT RECORDS:\n" + json.dumps({n: sorted(d) for n, d in digests.items()}, indent=1))
+        restored = {name: bench.restore(name) for name in contestants if name in STATEFUL}
         latency = bench.latency() if any(c.startswith("sluice") for c in contestants) else None
         large = bench.large_commit(args.large_commit) if args.large_commit else None
-        report = render(args, results, latency, large)
+        report = render(args, results, latency, large, restored)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "README.md").write_text(report)
@@ -354,15 +380,17 @@ def main():
         print(report)
 
 
-def render(args, results, latency, large):
-    records = next(iter(results.values()))[0]["count"]
+def render(args, results, latency, large, restored):
+    gold = [runs for name, runs in results.items() if name not in STATEFUL]
+    records = (gold or list(results.values()))[0][0]["count"]
     rows = []
 
     def med(runs, key):
         return spread([r[key] for r in runs])
 
     seconds_of = {name: [r["seconds"] for r in runs] for name, runs in results.items()}
-    speed = {name: records / statistics.median(s) for name, s in seconds_of.items()}
+    # Each contestant's own records: the stateful ones make the example's, not gold-deals'.
+    speed = {name: results[name][0]["count"] / statistics.median(s) for name, s in seconds_of.items()}
     loads = [r["load"] for runs in results.values() for r in runs]
     noisy = sum(r["noisy"] for runs in results.values() for r in runs)
     lines = [
@@ -398,6 +426,7 @@ def render(args, results, latency, large):
         "- `sluice-eos-x2`, `native-x2`: the same with two instances of the module transforming batches at the same time (`[transform] instances = 2`; gold-deals keeps no state across batches).",
         "- `sluice-sasl-ssl`, `sluice-mtls`, `sluice-oauth`: `sluice-eos` over the local broker's SASL_SSL listener with SCRAM-SHA-512, its mutual-TLS listener, and its OAUTHBEARER listener with 12-second tokens from the OIDC server `scripts/kafka.sh` starts: the cost of TLS and authentication is the gap to `sluice-eos` (PLAINTEXT).",
         "- `sluice-c-avro`, `sluice-c-json-schema`, `sluice-c-protobuf`: `sluice-c` with `[sink.encoding] value` set to `avro`, `json-schema` or `protobuf` (`tests/data/schemas/gold-deal.proto`): the same records in Confluent's wire format with ids from the schema registry `scripts/registry.sh` runs (Apicurio); the cost of the format is the gap to `sluice-c` (JSON). Their bytes differ from the JSON contestants', so they are checked by count and against their own other runs.",
+        "- `sluice-account`, `sluice-account-js`: `sluice run` with the keyed-state example (`transforms/account-pipeline`, and `account-pipeline-js` in JavaScript): per change row a state read and one or two writes (the deal's group, the group's count), a record per group whose count changed in the batch, and every batch's state changes written to the pipeline's compacted changelog in the transaction of its records; each sample starts with an empty store and changelog. Their records are the example's (fewer than gold-deals'; records/s counts them), checked to be the same bytes in both languages and every run. The cost of state is the gap to `sluice-eos` over the same change rows.",
         "- `native`: Sluice's pipeline (the same source, loop and sink as `sluice run`, exactly-once) with the same gold-deals code compiled into the host instead of run as a module (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
         "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
         "- `spark`: pyspark with delta-spark and spark-sql-kafka, `readChangeFeed` from version 0, the same shaping, Spark's Kafka sink (at-least-once), `local[2]`, `availableNow`; wall time of the job, JVM start-up included.",
@@ -416,6 +445,11 @@ def render(args, results, latency, large):
         for name, runs in profiled.items():
             cells = [f"{statistics.median(r['stages'][stage] for r in runs):.2f}" for stage in STAGES]
             lines.append(f"| {name} | {med(runs, 'seconds')[0]:.2f} | " + " | ".join(cells) + " |")
+    for name, figures in restored.items():
+        lines += [
+            "",
+            f"`{name}`'s state after the last sample, restored from its changelog alone (the node's copy deleted, as after a move to another node, with `sluice state show`): {figures['keys']:,} keys ({figures['bytes'] / 1024 / 1024:.0f} MiB of keys and values) from {figures['offsets']:,} changelog offsets in **{figures['seconds']:.1f} s** ({figures['wall']:.1f} s for the whole command, peak RSS {figures['rss']:.0f} MiB); the store takes **{figures['disk'] / 1024 / 1024:.0f} MiB on disk**.",
+        ]
     if latency:
         lines += [
             "",

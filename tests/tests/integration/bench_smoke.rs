@@ -1,6 +1,6 @@
 //! A small run of the end-to-end benchmark harness (`bench/e2e/run.py`), without Spark,
-//! so the harness keeps working: every contestant must deliver the same records. No
-//! figure is asserted.
+//! so the harness keeps working: every contestant must deliver the same records (the
+//! stateful ones the same as each other). No figure is asserted.
 
 use std::process::Command;
 
@@ -8,8 +8,10 @@ use sluice_tests::{kafka_bootstrap, repo_root, transform_component};
 
 #[test]
 fn the_benchmark_harness_runs_and_its_contestants_agree() {
-    // The harness uses the module where the build puts it.
-    transform_component("gold-deals");
+    // The harness uses the modules where the build puts them.
+    for module in ["gold-deals", "account-pipeline", "account-pipeline-js"] {
+        transform_component(module);
+    }
     let out = tempfile::tempdir().unwrap();
     let run = Command::new("python3")
         .arg(repo_root().join("bench/e2e/run.py"))
@@ -25,7 +27,7 @@ fn the_benchmark_harness_runs_and_its_contestants_agree() {
         ])
         .args([
             "--contestants",
-            "sluice-eos,sluice-alo,sluice-oauth,native,raw",
+            "sluice-eos,sluice-alo,sluice-oauth,sluice-account,sluice-account-js,native,raw",
         ])
         .args(["--bootstrap", &kafka_bootstrap()])
         .arg("--out")
@@ -35,9 +37,19 @@ fn the_benchmark_harness_runs_and_its_contestants_agree() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "the harness failed:\n{stderr}");
     let report = std::fs::read_to_string(out.path().join("README.md")).unwrap();
-    for contestant in ["sluice-eos", "sluice-alo", "native", "raw"] {
+    for contestant in [
+        "sluice-eos",
+        "sluice-alo",
+        "sluice-account",
+        "native",
+        "raw",
+    ] {
         assert!(report.contains(&format!("| {contestant} |")), "{report}");
     }
+    assert!(
+        report.contains("restored from its changelog alone"),
+        "the stateful contestants' restore is reported: {report}"
+    );
     assert!(
         report.contains("p50"),
         "the follow-mode latency is reported: {report}"
