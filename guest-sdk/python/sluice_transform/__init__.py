@@ -32,7 +32,7 @@ tests.
 
 import importlib.util
 
-from . import log
+from . import log, state
 from ._model import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
@@ -109,5 +109,6 @@ __all__ = [
     "json_schema",
     "log",
     "protobuf_schema",
+    "state",
     "substring",
 ]

@@ -171,16 +171,17 @@ fn state_cli(config: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-/// The JavaScript example counts as the Rust one does, and takes over the state the
-/// Rust one wrote: the stored bytes are the same in every SDK.
+/// The JavaScript and Python examples count as the Rust one does, and each takes over
+/// the state the one before wrote: the stored bytes are the same in every SDK.
 #[test]
-fn the_javascript_example_counts_as_the_rust_one_and_takes_over_its_state() {
+fn the_javascript_and_python_examples_count_as_the_rust_one_and_take_over_its_state() {
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("deals");
     deals_table(&table, &["create", "--rows", "2000"]);
     deals_table(&table, &["append", "--start", "2000", "--rows", "300"]);
     let rust = transform_component("account-pipeline");
     let js = transform_component("account-pipeline-js");
+    let python = transform_component("account-pipeline-python");
     let pipeline = |module: &std::path::Path, topic: &str, state: &str| {
         PipelineFiles::new(
             &table,
@@ -197,21 +198,30 @@ fn the_javascript_example_counts_as_the_rust_one_and_takes_over_its_state() {
         )
     };
     let state_of = |name: &str| format!("dir = \"{}\"", dir.path().join(name).display());
-    // JavaScript alone over the whole scenario.
-    let js_topic = unique_topic("open-deals-js");
-    let js_alone = pipeline(&js, &js_topic, &state_of("js"));
-    // Rust first, then JavaScript on the same pipeline (its position and state).
+    // Each language alone over the whole scenario.
+    let alone: Vec<(String, PipelineFiles)> = [("js", &js), ("python", &python)]
+        .into_iter()
+        .map(|(language, module)| {
+            let topic = unique_topic(&format!("open-deals-{language}"));
+            let files = pipeline(module, &topic, &state_of(language));
+            (topic, files)
+        })
+        .collect();
+    // Rust, then JavaScript, then Python on one pipeline (its position and state).
     let mixed_topic = unique_topic("open-deals-mixed");
     let mixed = state_of("mixed");
     run_to_latest(&pipeline(&rust, &mixed_topic, &mixed).config);
     for step in ["update", "delete", "merge"] {
         deals_table(&table, &[step]);
     }
-    deals_table(&table, &["append", "--start", "2300", "--rows", "300"]);
     run_to_latest(&pipeline(&js, &mixed_topic, &mixed).config);
-    run_to_latest(&js_alone.config);
+    deals_table(&table, &["append", "--start", "2300", "--rows", "300"]);
+    run_to_latest(&pipeline(&python, &mixed_topic, &mixed).config);
     // 2600 deals: 3 and 7 won, 5 and 10 deleted, 1 moved to contractsent.
-    assert_eq!(latest_by_key(&js_topic), counts(2600 - 5));
+    for (topic, files) in &alone {
+        run_to_latest(&files.config);
+        assert_eq!(latest_by_key(topic), counts(2600 - 5), "{topic}");
+    }
     assert_eq!(latest_by_key(&mixed_topic), counts(2600 - 5));
 }
 
