@@ -65,6 +65,11 @@ type Result struct {
 	Logs []string
 }
 
+// ClearState empties the keyed state the transform sees (sluice.State, a map in
+// memory in unit tests); Run keeps it from one call to the next, as the pipeline keeps
+// it from batch to batch.
+func ClearState() { abi.SetState(abi.NewMemoryState()) }
+
 // Run calls the registered init function with params and the batch function on batch,
 // as the host does. A RowError or any other error the transform returns comes back
 // with what it emitted before.

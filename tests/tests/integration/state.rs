@@ -171,10 +171,10 @@ fn state_cli(config: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-/// The JavaScript and Python examples count as the Rust one does, and each takes over
-/// the state the one before wrote: the stored bytes are the same in every SDK.
+/// The JavaScript, Python and Go examples count as the Rust one does, and each takes
+/// over the state the one before wrote: the stored bytes are the same in every SDK.
 #[test]
-fn the_javascript_and_python_examples_count_as_the_rust_one_and_take_over_its_state() {
+fn the_examples_in_every_language_count_alike_and_take_over_each_others_state() {
     let dir = tempfile::tempdir().unwrap();
     let table = dir.path().join("deals");
     deals_table(&table, &["create", "--rows", "2000"]);
@@ -182,6 +182,7 @@ fn the_javascript_and_python_examples_count_as_the_rust_one_and_take_over_its_st
     let rust = transform_component("account-pipeline");
     let js = transform_component("account-pipeline-js");
     let python = transform_component("account-pipeline-python");
+    let go = transform_component("account-pipeline-go");
     let pipeline = |module: &std::path::Path, topic: &str, state: &str| {
         PipelineFiles::new(
             &table,
@@ -199,7 +200,7 @@ fn the_javascript_and_python_examples_count_as_the_rust_one_and_take_over_its_st
     };
     let state_of = |name: &str| format!("dir = \"{}\"", dir.path().join(name).display());
     // Each language alone over the whole scenario.
-    let alone: Vec<(String, PipelineFiles)> = [("js", &js), ("python", &python)]
+    let alone: Vec<(String, PipelineFiles)> = [("js", &js), ("python", &python), ("go", &go)]
         .into_iter()
         .map(|(language, module)| {
             let topic = unique_topic(&format!("open-deals-{language}"));
@@ -207,7 +208,8 @@ fn the_javascript_and_python_examples_count_as_the_rust_one_and_take_over_its_st
             (topic, files)
         })
         .collect();
-    // Rust, then JavaScript, then Python on one pipeline (its position and state).
+    // Rust, then JavaScript, then Python, then Go on one pipeline (its position and
+    // state).
     let mixed_topic = unique_topic("open-deals-mixed");
     let mixed = state_of("mixed");
     run_to_latest(&pipeline(&rust, &mixed_topic, &mixed).config);
@@ -217,12 +219,14 @@ fn the_javascript_and_python_examples_count_as_the_rust_one_and_take_over_its_st
     run_to_latest(&pipeline(&js, &mixed_topic, &mixed).config);
     deals_table(&table, &["append", "--start", "2300", "--rows", "300"]);
     run_to_latest(&pipeline(&python, &mixed_topic, &mixed).config);
-    // 2600 deals: 3 and 7 won, 5 and 10 deleted, 1 moved to contractsent.
+    deals_table(&table, &["append", "--start", "2600", "--rows", "300"]);
+    run_to_latest(&pipeline(&go, &mixed_topic, &mixed).config);
+    // 2900 deals: 3 and 7 won, 5 and 10 deleted, 1 moved to contractsent.
     for (topic, files) in &alone {
         run_to_latest(&files.config);
-        assert_eq!(latest_by_key(topic), counts(2600 - 5), "{topic}");
+        assert_eq!(latest_by_key(topic), counts(2900 - 5), "{topic}");
     }
-    assert_eq!(latest_by_key(&mixed_topic), counts(2600 - 5));
+    assert_eq!(latest_by_key(&mixed_topic), counts(2900 - 5));
 }
 
 /// A preview keeps state in memory from a seed file and writes what it ends with, in

@@ -11,6 +11,7 @@ import (
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
 	"sluice.dev/sluice/abi"
 	host "wit_component/sluice_transform_host"
+	state "wit_component/sluice_transform_state"
 	types "wit_component/sluice_transform_types"
 )
 
@@ -38,6 +39,46 @@ func init() {
 	abi.SetLogger(func(level abi.LogLevel, message string) {
 		host.Log(types.LogLevel(level), message)
 	})
+	abi.SetState(hostState{})
+}
+
+// hostState is the pipeline's keyed state through the host.
+type hostState struct{}
+
+func (hostState) Get(key []byte) ([]byte, bool) {
+	value := lowered(func() witTypes.Option[[]uint8] { return state.Get(key) })
+	if value.IsNone() {
+		return nil, false
+	}
+	return value.Some(), true
+}
+
+func (hostState) GetMany(keys [][]byte) [][]byte {
+	listed := lowered(func() []witTypes.Option[[]uint8] { return state.GetMany(keys) })
+	values := make([][]byte, len(listed))
+	for i, value := range listed {
+		if value.IsSome() {
+			values[i] = value.Some()
+		}
+	}
+	return values
+}
+
+func (hostState) Put(key, value []byte) { state.Put(key, value) }
+
+func (hostState) Delete(key []byte) { state.Delete(key) }
+
+func (hostState) Scan(prefix, after []byte, limit uint32) []abi.StateEntry {
+	start := witTypes.None[[]uint8]()
+	if after != nil {
+		start = witTypes.Some(after)
+	}
+	listed := lowered(func() []state.Entry { return state.Scan(prefix, start, limit) })
+	entries := make([]abi.StateEntry, len(listed))
+	for i, entry := range listed {
+		entries[i] = abi.StateEntry{Key: entry.Key, Value: entry.Value}
+	}
+	return entries
 }
 
 // Init runs the registered init function with the pipeline's parameters.
