@@ -262,6 +262,40 @@ int sluice_select_where(sluice_batch *batch, const char *column, sluice_comparis
 
 /* ---- Errors and logging ------------------------------------------------------ */
 
+/* Keyed state (contract 1.2; the pipeline needs a [state] section): values by key,
+ * kept across batches and committed exactly once with the batch's records. Keys and
+ * values are bytes; text and integers are stored as UTF-8 text, as every SDK stores
+ * them, so `sluice state` shows them and a module in another language reads them.
+ * Values and entries returned are malloc'd: free them with free() and
+ * sluice_state_entries_free. */
+typedef struct {
+  uint8_t *key;
+  size_t key_len;
+  uint8_t *value;
+  size_t value_len;
+} sluice_state_entry;
+
+/* The value under key; false when there is none. */
+bool sluice_state_get(const void *key, size_t key_len, uint8_t **value, size_t *value_len);
+void sluice_state_put(const void *key, size_t key_len, const void *value, size_t value_len);
+/* Removes key; removing an absent key does nothing. */
+void sluice_state_delete(const void *key, size_t key_len);
+/* Up to limit entries whose keys start with prefix, in byte order of their keys, after
+ * `after` (NULL: from the first). Returns how many; fewer than limit means no more. */
+size_t sluice_state_scan(const void *prefix, size_t prefix_len, const void *after, size_t after_len,
+                         uint32_t limit, sluice_state_entry **entries);
+void sluice_state_entries_free(sluice_state_entry *entries, size_t count);
+/* The text under a text key (NUL-terminated, malloc'd); NULL when absent or not UTF-8. */
+char *sluice_state_get_str(const char *key);
+void sluice_state_put_str(const char *key, const char *value);
+void sluice_state_delete_key(const char *key);
+/* The integer under key (decimal text); false when absent or not one. */
+bool sluice_state_get_int(const char *key, int64_t *value);
+void sluice_state_put_int(const char *key, int64_t value);
+/* Adds delta to the counter under key (absent counts as 0); returns the new value. A
+ * counter that reaches 0 is removed. */
+int64_t sluice_state_add(const char *key, int64_t delta);
+
 /** Fails `sluice_init` with a message (printf-style); returns SLUICE_ERROR. */
 int sluice_fail_init(const char *format, ...) __attribute__((format(printf, 1, 2)));
 /** Fails one row (the batch's records are discarded); returns SLUICE_ERROR. */

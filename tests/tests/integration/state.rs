@@ -171,7 +171,7 @@ fn state_cli(config: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-/// The JavaScript, Python and Go examples count as the Rust one does, and each takes
+/// The JavaScript, Python, Go and C examples count as the Rust one does, and each takes
 /// over the state the one before wrote: the stored bytes are the same in every SDK.
 #[test]
 fn the_examples_in_every_language_count_alike_and_take_over_each_others_state() {
@@ -183,6 +183,7 @@ fn the_examples_in_every_language_count_alike_and_take_over_each_others_state() 
     let js = transform_component("account-pipeline-js");
     let python = transform_component("account-pipeline-python");
     let go = transform_component("account-pipeline-go");
+    let c = transform_component("account-pipeline-c");
     let pipeline = |module: &std::path::Path, topic: &str, state: &str| {
         PipelineFiles::new(
             &table,
@@ -200,16 +201,17 @@ fn the_examples_in_every_language_count_alike_and_take_over_each_others_state() 
     };
     let state_of = |name: &str| format!("dir = \"{}\"", dir.path().join(name).display());
     // Each language alone over the whole scenario.
-    let alone: Vec<(String, PipelineFiles)> = [("js", &js), ("python", &python), ("go", &go)]
-        .into_iter()
-        .map(|(language, module)| {
-            let topic = unique_topic(&format!("open-deals-{language}"));
-            let files = pipeline(module, &topic, &state_of(language));
-            (topic, files)
-        })
-        .collect();
-    // Rust, then JavaScript, then Python, then Go on one pipeline (its position and
-    // state).
+    let alone: Vec<(String, PipelineFiles)> =
+        [("js", &js), ("python", &python), ("go", &go), ("c", &c)]
+            .into_iter()
+            .map(|(language, module)| {
+                let topic = unique_topic(&format!("open-deals-{language}"));
+                let files = pipeline(module, &topic, &state_of(language));
+                (topic, files)
+            })
+            .collect();
+    // Rust, then JavaScript, then Python, then Go, then C on one pipeline (its
+    // position and state).
     let mixed_topic = unique_topic("open-deals-mixed");
     let mixed = state_of("mixed");
     run_to_latest(&pipeline(&rust, &mixed_topic, &mixed).config);
@@ -221,12 +223,14 @@ fn the_examples_in_every_language_count_alike_and_take_over_each_others_state() 
     run_to_latest(&pipeline(&python, &mixed_topic, &mixed).config);
     deals_table(&table, &["append", "--start", "2600", "--rows", "300"]);
     run_to_latest(&pipeline(&go, &mixed_topic, &mixed).config);
-    // 2900 deals: 3 and 7 won, 5 and 10 deleted, 1 moved to contractsent.
+    deals_table(&table, &["append", "--start", "2900", "--rows", "300"]);
+    run_to_latest(&pipeline(&c, &mixed_topic, &mixed).config);
+    // 3200 deals: 3 and 7 won, 5 and 10 deleted, 1 moved to contractsent.
     for (topic, files) in &alone {
         run_to_latest(&files.config);
-        assert_eq!(latest_by_key(topic), counts(2900 - 5), "{topic}");
+        assert_eq!(latest_by_key(topic), counts(3200 - 5), "{topic}");
     }
-    assert_eq!(latest_by_key(&mixed_topic), counts(2900 - 5));
+    assert_eq!(latest_by_key(&mixed_topic), counts(3200 - 5));
 }
 
 /// A preview keeps state in memory from a seed file and writes what it ends with, in
