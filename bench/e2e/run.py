@@ -178,7 +178,8 @@ class Bench:
     def sluice_config(self, topic, delivery, follow=False, module=None, instances=1, listener=None):
         bootstrap, kafka = secured(listener)
         # A stateful contestant starts each sample with an empty store and changelog.
-        state = f'[state]\ndir = "{self.work / ("state-" + topic)}"\n' if listener in STATEFUL else ""
+        # A key per open deal and per account: more than [state]'s default million.
+        state = f'[state]\ndir = "{self.work / ("state-" + topic)}"\nmax_keys = 4000000\n' if listener in STATEFUL else ""
         encoding = ""
         if listener in ENCODINGS:
             encoding = f'[sink.encoding]\nvalue = "{ENCODINGS[listener]}"\n'
