@@ -233,6 +233,52 @@ fn the_examples_in_every_language_count_alike_and_take_over_each_others_state() 
     assert_eq!(latest_by_key(&mixed_topic), counts(3200 - 5));
 }
 
+/// The stage-change filter emits a deal only when its stage moved: the MERGE that
+/// rewrites deal 100 unchanged makes no record, and a delete makes a tombstone.
+#[test]
+fn the_stage_filter_emits_only_moves_of_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("deals");
+    deals_table(&table, &["create", "--rows", "200"]);
+    for step in ["update", "delete", "merge"] {
+        deals_table(&table, &[step]);
+    }
+    let topic = unique_topic("stage-changes");
+    let state = format!("dir = \"{}\"", dir.path().join("state").display());
+    let files = PipelineFiles::new(
+        &table,
+        &transform_component("stage-changes"),
+        &topic,
+        &kafka_bootstrap(),
+        Extra {
+            state: Some(&state),
+            ..Extra::default()
+        },
+    );
+    run_to_latest(&files.config);
+    let records = consume_all(&topic);
+    // 200 first stages, 2 deals won, 2 deleted, deal 1 moved by the merge.
+    assert_eq!(records.len(), 200 + 2 + 2 + 1);
+    let of = |deal: &str| -> Vec<Option<String>> {
+        records
+            .iter()
+            .filter(|r| r.key.as_deref() == Some(deal))
+            .map(|r| r.value.clone())
+            .collect()
+    };
+    assert_eq!(
+        of("deal-0100"),
+        [Some(r#"{"deal":"deal-0100","to":"appointmentscheduled"}"#.to_string())],
+        "the unchanged merge made no record"
+    );
+    assert_eq!(
+        of("deal-0001").last().cloned().flatten().as_deref(),
+        Some(r#"{"deal":"deal-0001","from":"appointmentscheduled","to":"contractsent"}"#)
+    );
+    assert_eq!(of("deal-0005").last(), Some(&None), "a delete is a tombstone");
+    assert_eq!(latest_by_key(&topic).len(), 198);
+}
+
 /// A preview keeps state in memory from a seed file and writes what it ends with, in
 /// the form `sluice state export` writes: a transform's state logic is tried offline.
 #[test]

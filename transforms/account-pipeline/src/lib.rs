@@ -11,6 +11,8 @@
 //! `fullDocument.account_id`); `open_status`, the `fullDocument.status` of an open deal
 //! (default `open`).
 
+use std::collections::HashMap;
+
 use sluice_transform::{Batch, ChangeType, Error, Output, Params, Transform, state};
 
 /// The transform.
@@ -44,11 +46,15 @@ impl Transform for AccountPipeline {
         // Groups whose count changed, with the last row that changed each, in the
         // order they were first changed.
         let mut changed: Vec<(String, u32)> = Vec::new();
-        let mut touch =
-            |group: String, row: u32| match changed.iter_mut().find(|(g, _)| *g == group) {
-                Some(entry) => entry.1 = row,
-                None => changed.push((group, row)),
-            };
+        // Where each group is in `changed`: a batch may change thousands of groups.
+        let mut position: HashMap<String, usize> = HashMap::new();
+        let mut touch = |group: String, row: u32| match position.get(&group) {
+            Some(&at) => changed[at].1 = row,
+            None => {
+                position.insert(group.clone(), changed.len());
+                changed.push((group, row));
+            }
+        };
         for row in batch.rows()? {
             let index = row.index() as usize;
             let Some(id) = ids.str(index) else {
