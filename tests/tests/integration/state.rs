@@ -268,14 +268,20 @@ fn the_stage_filter_emits_only_moves_of_stage() {
     };
     assert_eq!(
         of("deal-0100"),
-        [Some(r#"{"deal":"deal-0100","to":"appointmentscheduled"}"#.to_string())],
+        [Some(
+            r#"{"deal":"deal-0100","to":"appointmentscheduled"}"#.to_string()
+        )],
         "the unchanged merge made no record"
     );
     assert_eq!(
         of("deal-0001").last().cloned().flatten().as_deref(),
         Some(r#"{"deal":"deal-0001","from":"appointmentscheduled","to":"contractsent"}"#)
     );
-    assert_eq!(of("deal-0005").last(), Some(&None), "a delete is a tombstone");
+    assert_eq!(
+        of("deal-0005").last(),
+        Some(&None),
+        "a delete is a tombstone"
+    );
     assert_eq!(latest_by_key(&topic).len(), 198);
 }
 

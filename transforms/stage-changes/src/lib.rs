@@ -88,7 +88,10 @@ mod tests {
             .records()
             .iter()
             .map(|r| {
-                let value = r.value.clone().map(|v| String::from_utf8(v.to_vec()).unwrap());
+                let value = r
+                    .value
+                    .clone()
+                    .map(|v| String::from_utf8(v.to_vec()).unwrap());
                 (r.source_row, value)
             })
             .collect();
@@ -96,7 +99,10 @@ mod tests {
             made,
             [
                 (0, Some(r#"{"deal":"d1","to":"new"}"#.to_string())),
-                (2, Some(r#"{"deal":"d1","from":"new","to":"won"}"#.to_string())),
+                (
+                    2,
+                    Some(r#"{"deal":"d1","from":"new","to":"won"}"#.to_string())
+                ),
                 (3, Some(r#"{"deal":"d2","to":"new"}"#.to_string())),
                 (4, None),
             ]
