@@ -183,12 +183,22 @@ impl StateChanges {
             .map(|(key, value)| (key.as_slice(), value.as_deref()))
     }
 
-    /// Adds `later` changes on top of these.
-    pub fn extend(&mut self, later: StateChanges) {
-        self.changes.extend(later.changes);
+    /// Adds (copies of) `later` changes on top of these.
+    pub fn extend(&mut self, later: &StateChanges) {
+        self.changes.extend(
+            later
+                .changes
+                .iter()
+                .map(|(key, value)| (key.clone(), value.clone())),
+        );
         if later.usage.is_some() {
             self.usage = later.usage;
         }
+    }
+
+    /// Forgets what these changes say of `key`.
+    pub fn forget(&mut self, key: &[u8]) {
+        self.changes.remove(key);
     }
 
     /// The changed keys starting with `prefix`, after `after`, through `through`.

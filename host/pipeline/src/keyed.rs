@@ -288,7 +288,9 @@ impl ScratchState {
     ) -> Result<BatchOutput, TransformError> {
         let mut output = instance.transform_keyed(batch, &self.stage.scope)?;
         let at = sluice_source::Position::default();
-        self.stage.state.push(at, std::mem::take(&mut output.state));
+        self.stage
+            .state
+            .push(at, Arc::new(std::mem::take(&mut output.state)));
         self.stage
             .state
             .committed(at)

@@ -42,8 +42,9 @@ pub(crate) struct PreparedBatch {
     /// Records whose keys or values wait for a schema id (the module's records come
     /// first in `records`, at the indexes the helpers gave them).
     pub framed: Vec<Framed>,
-    /// What the module changed in the pipeline's state, committed with the records.
-    pub state: StateChanges,
+    /// What the module changed in the pipeline's state, committed with the records
+    /// (shared with the pipeline's pending state).
+    pub state: Arc<StateChanges>,
 }
 
 /// What the transformer hands the loop.
@@ -269,7 +270,7 @@ fn prepare(
             if let Err(refused) = builder.refuse_unframed(batch, &output, &framed) {
                 return (Prepared::Failed(refused), 0);
             }
-            let state = std::mem::take(&mut output.state);
+            let state = Arc::new(std::mem::take(&mut output.state));
             if let Some(keyed) = stage.keyed() {
                 // The next batches read these changes before they are committed.
                 keyed.state.push(batch.end, state.clone());

@@ -38,7 +38,7 @@ pub struct Restored {
 /// merged, as reads see them.
 #[derive(Default)]
 struct Pending {
-    batches: VecDeque<(Position, StateChanges)>,
+    batches: VecDeque<(Position, Arc<StateChanges>)>,
     merged: StateChanges,
 }
 
@@ -101,10 +101,11 @@ impl PipelineState {
     }
 
     /// Adds the changes of a batch that was transformed and ends at `end`: the next
-    /// batches read them.
-    pub fn push(&self, end: Position, changes: StateChanges) {
+    /// batches read them. They are shared with the batch, whose changelog records they
+    /// become.
+    pub fn push(&self, end: Position, changes: Arc<StateChanges>) {
         let mut pending = self.lock();
-        pending.merged.extend(changes.clone());
+        pending.merged.extend(&changes);
         pending.batches.push_back((end, changes));
     }
 
@@ -119,17 +120,19 @@ impl PipelineState {
             .is_some_and(|(end, _)| *end <= through)
         {
             let (_, changes) = pending.batches.pop_front().expect("looked at above");
-            done.extend(changes);
+            done.extend(&changes);
         }
         if done.is_empty() {
             return Ok(());
         }
         self.store.apply(&done)?;
-        let mut merged = StateChanges::default();
-        for (_, changes) in &pending.batches {
-            merged.extend(changes.clone());
+        // The store holds these keys now, unless a later batch changes them again.
+        let Pending { batches, merged } = &mut *pending;
+        for (key, _) in done.iter() {
+            if !batches.iter().any(|(_, later)| later.lookup(key).is_some()) {
+                merged.forget(key);
+            }
         }
-        pending.merged = merged;
         Ok(())
     }
 
@@ -275,13 +278,16 @@ mod tests {
     fn batches_read_what_earlier_batches_changed_before_it_is_committed() {
         let store = Arc::new(MemoryStore::default());
         let state = PipelineState::new(store.clone());
-        state.push(Position::at_version(2), changes(&[("a", Some("1"))], None));
+        state.push(
+            Position::at_version(2),
+            Arc::new(changes(&[("a", Some("1"))], None)),
+        );
         state.push(
             Position::at_version(3),
-            changes(
+            Arc::new(changes(
                 &[("a", Some("2")), ("b", Some("x"))],
                 Some(StateUsage { keys: 2, bytes: 4 }),
-            ),
+            )),
         );
         assert_eq!(value(&state, "a").as_deref(), Some("2"));
         assert_eq!(state.usage(), StateUsage { keys: 2, bytes: 4 });
