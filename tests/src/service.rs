@@ -43,6 +43,23 @@ fn free_port() -> u16 {
 }
 
 impl Serve {
+    /// Runs the `sluice` admin command line against this service as `tenant`: whether
+    /// it succeeded, its stdout and its stderr.
+    pub fn cli(&self, tenant: &str, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new(sluice_binary())
+            .args(args)
+            .env("SLUICE_SERVER", &self.url)
+            .env("SLUICE_TENANT", tenant)
+            .env("SLUICE_TOKEN", self.token(tenant))
+            .output()
+            .expect("sluice runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// Writes the config for `tenants` (plus `server` lines for `[server]` and `limits`
     /// for `[limits]`) and starts the service.
     pub fn start(tenants: &[TenantSpec<'_>], server: &str, limits: &str) -> Serve {

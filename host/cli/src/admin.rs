@@ -108,6 +108,10 @@ pub enum PipelineAction {
         /// position; a failing module is refused and the old one keeps running.
         #[arg(long)]
         sample_rows: Option<usize>,
+        /// Start the new module with empty keyed state (a pipeline with `[state]`): the
+        /// pipeline restarts on a new changelog topic and the old state is deleted.
+        #[arg(long)]
+        reset_state: bool,
     },
     /// Swap back to the module before the last swap.
     Rollback {
@@ -138,6 +142,12 @@ pub enum PipelineAction {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
+    /// Show, read, export or reset a stateful pipeline's keyed state (read from the
+    /// node that runs it).
+    State {
+        #[command(subcommand)]
+        action: ServedStateAction,
+    },
     /// Print a pipeline's guest log as JSON lines.
     Logs {
         /// The pipeline's name.
@@ -145,6 +155,34 @@ pub enum PipelineAction {
         /// Keep printing new lines.
         #[arg(long, short)]
         follow: bool,
+    },
+}
+
+/// What to do with a served pipeline's keyed state.
+#[derive(Subcommand)]
+pub enum ServedStateAction {
+    /// Print the state's size, changelog topic and last restore as JSON.
+    Show {
+        /// The pipeline's name.
+        name: String,
+    },
+    /// Print the value under a key (as text, or as hex when it is not UTF-8).
+    Get {
+        /// The pipeline's name.
+        name: String,
+        /// The key, as text.
+        key: String,
+    },
+    /// Print every entry as JSON lines in key order, as `sluice state export` does.
+    Export {
+        /// The pipeline's name.
+        name: String,
+    },
+    /// Delete the state: the pipeline restarts with the same module on a new, empty
+    /// changelog topic.
+    Reset {
+        /// The pipeline's name.
+        name: String,
     },
 }
 
@@ -201,13 +239,41 @@ impl Client {
     }
 
     fn get(&self, path: &str) -> anyhow::Result<Value> {
-        let response = self
-            .agent
+        self.get_with(path, &[])
+    }
+
+    /// GETs `path` with `query` parameters; the answer's JSON.
+    fn get_with(&self, path: &str, query: &[(&str, &str)]) -> anyhow::Result<Value> {
+        let response = self.call_get(path, query)?;
+        self.answer(response)
+    }
+
+    /// GETs `path` with `query` parameters; the answer's lines as they arrive.
+    fn get_lines(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> anyhow::Result<std::io::Lines<impl std::io::BufRead + use<>>> {
+        let response = self.call_get(path, query)?;
+        if !response.status().is_success() {
+            return Err(self
+                .answer(response)
+                .expect_err("an unsuccessful answer is an error"));
+        }
+        Ok(std::io::BufReader::new(response.into_body().into_reader()).lines())
+    }
+
+    fn call_get(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
+        self.agent
             .get(format!("{}{path}", self.base))
+            .query_pairs(query.iter().copied())
             .header("Authorization", &self.token)
             .call()
-            .context("the service could not be reached")?;
-        self.answer(response)
+            .context("the service could not be reached")
     }
 
     fn send(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
@@ -386,9 +452,14 @@ pub fn pipeline(server: &ServerArgs, action: PipelineAction) -> anyhow::Result<(
             name,
             module,
             sample_rows,
+            reset_state,
         } => {
             let module = client.module(&module)?;
-            let body = serde_json::json!({ "module": module, "sample_rows": sample_rows });
+            let body = serde_json::json!({
+                "module": module,
+                "sample_rows": sample_rows,
+                "reset_state": reset_state,
+            });
             print(&client.send("POST", &at(&name, "/deploy"), Some(body))?)
         }
         PipelineAction::Rollback { name } => {
@@ -418,25 +489,52 @@ pub fn pipeline(server: &ServerArgs, action: PipelineAction) -> anyhow::Result<(
             }
             Ok(())
         }
+        PipelineAction::State { action } => state(&client, action),
         PipelineAction::Logs { name, follow } => {
-            let response = client
-                .agent
-                .get(format!("{}{}", client.base, at(&name, "/logs")))
-                .query("follow", if follow { "true" } else { "false" })
-                .header("Authorization", &client.token)
-                .call()
-                .context("the service could not be reached")?;
-            if !response.status().is_success() {
-                client.answer(response)?;
-                return Ok(());
-            }
-            let reader = std::io::BufReader::new(response.into_body().into_reader());
+            let follow = if follow { "true" } else { "false" };
+            let lines = client.get_lines(&at(&name, "/logs"), &[("follow", follow)])?;
             let mut out = std::io::stdout().lock();
-            for line in reader.lines() {
+            for line in lines {
                 writeln!(out, "{}", line.context("the log stream broke")?)?;
                 out.flush()?;
             }
             Ok(())
+        }
+    }
+}
+
+/// Runs a `sluice pipeline state` command.
+fn state(client: &Client, action: ServedStateAction) -> anyhow::Result<()> {
+    let at = |name: &str, verb: &str| format!("/pipelines/{name}/state{verb}");
+    match action {
+        ServedStateAction::Show { name } => print(&client.get(&at(&name, ""))?),
+        ServedStateAction::Get { name, key } => {
+            let entry = client.get_with(&at(&name, "/value"), &[("key", &key)])?;
+            let value = entry["value"]
+                .as_str()
+                .or_else(|| entry["value_hex"].as_str())
+                .context("the service's answer has no value")?;
+            println!("{value}");
+            Ok(())
+        }
+        ServedStateAction::Export { name } => {
+            let lines = client.get_lines(&at(&name, "/export"), &[])?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            for line in lines {
+                let line = line.context("the export broke off")?;
+                if let Ok(Value::Object(cut)) = serde_json::from_str::<Value>(&line)
+                    && let Some(error) = cut.get("error")
+                {
+                    out.flush()?;
+                    bail!("The export broke off: {error}");
+                }
+                writeln!(out, "{line}")?;
+            }
+            out.flush()?;
+            Ok(())
+        }
+        ServedStateAction::Reset { name } => {
+            print(&client.send("POST", &at(&name, "/reset"), None)?)
         }
     }
 }

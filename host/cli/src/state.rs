@@ -106,7 +106,7 @@ pub async fn run(action: StateAction) -> anyhow::Result<()> {
                 };
                 after = Some(last.clone());
                 for (key, value) in &page {
-                    writeln!(out, "{}", entry_line(key, value))?;
+                    writeln!(out, "{}", sluice_pipeline::entry_to_json(key, value))?;
                 }
             }
             out.flush()?;
@@ -149,21 +149,13 @@ async fn open(config: PathBuf) -> anyhow::Result<(PipelineConfig, StateView)> {
     Ok((config, view))
 }
 
-/// An entry as a line of `sluice state export`.
-fn entry_line(key: &[u8], value: &[u8]) -> serde_json::Value {
-    let mut line = serde_json::Map::new();
-    put_bytes(&mut line, "key", key);
-    put_bytes(&mut line, "value", value);
-    serde_json::Value::Object(line)
-}
-
 /// Writes `entries` to `path` as `sluice state export` prints them.
 pub fn write_entries(path: &Path, entries: &[(Vec<u8>, Vec<u8>)]) -> anyhow::Result<()> {
     let file = std::fs::File::create(path)
         .with_context(|| format!("cannot write the state to {}", path.display()))?;
     let mut out = std::io::BufWriter::new(file);
     for (key, value) in entries {
-        writeln!(out, "{}", entry_line(key, value))?;
+        writeln!(out, "{}", sluice_pipeline::entry_to_json(key, value))?;
     }
     out.flush()
         .with_context(|| format!("cannot write the state to {}", path.display()))
@@ -181,7 +173,7 @@ pub fn read_entries(path: &Path) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     {
         let entry = serde_json::from_str::<serde_json::Value>(line)
             .map_err(|e| e.to_string())
-            .and_then(|line| Ok((get_bytes(&line, "key")?, get_bytes(&line, "value")?)))
+            .and_then(|line| sluice_pipeline::entry_from_json(&line))
             .map_err(|why| {
                 anyhow::anyhow!(
                     "line {} of the state file {} is not an entry ({why}); each line is {{\"key\": ..., \"value\": ...}} (or key_hex, value_hex), as `sluice state export` writes",
@@ -192,37 +184,6 @@ pub fn read_entries(path: &Path) -> anyhow::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         entries.push(entry);
     }
     Ok(entries)
-}
-
-/// The bytes under `name` (text) or `<name>_hex`.
-fn get_bytes(line: &serde_json::Value, name: &str) -> Result<Vec<u8>, String> {
-    if let Some(text) = line.get(name).and_then(serde_json::Value::as_str) {
-        return Ok(text.as_bytes().to_vec());
-    }
-    let hex = line
-        .get(format!("{name}_hex"))
-        .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| format!("it has no {name} or {name}_hex"))?;
-    if hex.len() % 2 != 0 || !hex.is_ascii() {
-        return Err(format!("{name}_hex is not hex"));
-    }
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&hex[i..i + 2], 16).map_err(|_| format!("{name}_hex is not hex"))
-        })
-        .collect()
-}
-
-/// Puts `bytes` under `name` as text, or under `<name>_hex` when they are not UTF-8.
-fn put_bytes(line: &mut serde_json::Map<String, serde_json::Value>, name: &str, bytes: &[u8]) {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => line.insert(name.to_string(), text.into()),
-        Err(_) => {
-            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            line.insert(format!("{name}_hex"), hex.into())
-        }
-    };
 }
 
 #[cfg(test)]

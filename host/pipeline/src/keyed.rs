@@ -9,7 +9,7 @@ use sluice_engine::{
 };
 use sluice_sink::SinkRecord;
 use sluice_source::arrow::array::RecordBatch;
-use sluice_state::{Changelog, MemoryStore, PipelineState, RedbStore, StateStore};
+use sluice_state::{Changelog, LiveState, Loan, MemoryStore, PipelineState, RedbStore, StateStore};
 
 use crate::config::PipelineConfig;
 use crate::error::PipelineError;
@@ -59,11 +59,22 @@ pub(crate) struct KeyedState {
     /// Whether the store must be brought up to the changelog before the next range: at
     /// start, and after an error that may have left a commit's outcome unknown.
     needs_restore: bool,
+    /// The store, lent to readers outside the loop once restored.
+    store: Arc<dyn StateStore>,
+    /// Where it is lent.
+    live: Arc<LiveState>,
+    /// The loan, while the store is up to the changelog; taken back during a restore
+    /// (readers would see an older state) and when the loop ends.
+    loan: Option<Loan>,
 }
 
 impl KeyedState {
-    /// Opens the store of a pipeline with `[state]`; `None` without one.
-    pub(crate) fn open(config: &PipelineConfig) -> Result<Option<KeyedState>, PipelineError> {
+    /// Opens the store of a pipeline with `[state]`, to be lent to `live` once
+    /// restored; `None` without one.
+    pub(crate) fn open(
+        config: &PipelineConfig,
+        live: &Arc<LiveState>,
+    ) -> Result<Option<KeyedState>, PipelineError> {
         let (Some(section), Some(limits), Some(topic)) = (
             config.state.as_ref(),
             state_limits(config),
@@ -81,7 +92,10 @@ impl KeyedState {
                 source,
             })?);
         Ok(Some(KeyedState {
-            stage: StageState::new(Arc::new(PipelineState::new(store)), limits),
+            stage: StageState::new(Arc::new(PipelineState::new(store.clone())), limits),
+            store,
+            live: live.clone(),
+            loan: None,
             topic,
             needs_restore: true,
         }))
@@ -157,6 +171,7 @@ impl KeyedState {
         changelog: Box<dyn Changelog>,
         metrics: &Arc<PipelineMetrics>,
     ) -> Result<(), PipelineError> {
+        self.loan = None;
         let state = self.stage.state.clone();
         let progress_metrics = metrics.clone();
         let name = pipeline.to_string();
@@ -197,6 +212,7 @@ impl KeyedState {
             "Restored the pipeline's state from its changelog."
         );
         self.needs_restore = false;
+        self.loan = Some(self.live.lend(self.store.clone()));
         Ok(())
     }
 

@@ -58,6 +58,10 @@ pub use sluice_sink::{
     DeliveryMode, KafkaSink, SourcePosition, client_properties, is_secret_property, load_position,
 };
 pub use sluice_source::{Position, SourceOptions};
+pub use sluice_state::{
+    LiveState, StateStore, StoreError, bytes_from_text_or_hex, entry_from_json, entry_to_json,
+    named_bytes,
+};
 pub use stage::instance_limits;
 pub use start::StartFrom;
 pub use state_view::{StateView, reset_state};

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sluice_sink::{SinkError, SourcePosition};
 use sluice_source::{ChangeFeed, Position, Preceded};
+use sluice_state::LiveState;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::PipelineConfig;
@@ -82,6 +83,9 @@ pub struct RunControls {
     pub swaps: Option<mpsc::Receiver<SwapRequest>>,
     /// Where the run counts what it does.
     pub metrics: Arc<PipelineMetrics>,
+    /// Where the run lends its keyed state's store while it runs, for reads from
+    /// outside the loop.
+    pub live_state: Arc<LiveState>,
     /// Whether progress on long work is shown another way (a progress bar drawn from
     /// the metrics), so the run does not log it.
     pub quiet_progress: bool,
@@ -112,7 +116,7 @@ pub(crate) async fn run_with<D: Sink, C: ConnectSink<D>>(
     let schema_ids = SchemaIds::for_config(config)
         .map_err(|e| PipelineError::RegistryClient(Box::new(e)))?
         .map(Arc::new);
-    let keyed = KeyedState::open(config)?;
+    let keyed = KeyedState::open(config, &controls.live_state)?;
     let Started {
         feed,
         stages,

@@ -17,7 +17,9 @@ use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 
 mod access;
+mod relay;
 mod reply;
+mod state;
 
 use access::PipelineScope;
 use reply::ApiError;
@@ -69,6 +71,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route(&format!("{pipeline}/logs"), get(logs))
         .route(&format!("{pipeline}/history"), get(history))
         .route(&format!("{pipeline}/dead-letters"), get(dead_letters))
+        .merge(state::routes(pipeline))
         // Room for the largest module a tenant may upload; the tenant's own limit is
         // checked with a clear message.
         .layer(DefaultBodyLimit::max(
@@ -335,89 +338,22 @@ async fn resume(State(service): Shared, pipeline: PipelineScope) -> Reply<Respon
     Ok(Json(service.resume(&pipeline.tenant, &pipeline.name).await?).into_response())
 }
 
-/// Streams a pipeline's logs from the node that runs it, line by line.
-async fn relay_logs(url: String, authorization: String) -> Reply<Response> {
-    let (opened, answer) = tokio::sync::oneshot::channel();
-    let (lines, received) = tokio::sync::mpsc::channel::<Bytes>(64);
-    let asked = url.clone();
-    tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let response = agent
-            .get(&asked)
-            .header("Authorization", &authorization)
-            .header(RELAYED, "1")
-            .call();
-        let response = match response {
-            Ok(response) if response.status() == 200 => response,
-            Ok(response) => {
-                let _ = opened.send(Err(format!("it answered {}", response.status())));
-                return;
-            }
-            Err(e) => {
-                let _ = opened.send(Err(e.to_string()));
-                return;
-            }
-        };
-        if opened.send(Ok(())).is_err() {
-            return;
-        }
-        let reader = std::io::BufReader::new(response.into_body().into_reader());
-        for line in std::io::BufRead::lines(reader) {
-            let Ok(mut line) = line else { return };
-            line.push('\n');
-            if lines.blocking_send(Bytes::from(line)).is_err() {
-                return;
-            }
-        }
-    });
-    match answer.await {
-        Ok(Ok(())) => {
-            let body = Body::from_stream(
-                tokio_stream::wrappers::ReceiverStream::new(received).map(Ok::<_, Infallible>),
-            );
-            Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
-        }
-        Ok(Err(reason)) => Err(ServiceError::Cluster(format!(
-            "The pipeline runs on another node; its logs could not be relayed from {url}: {reason}. Set [cluster] advertised_url on that node if the nodes cannot reach it at its listen address."
-        ))
-        .into()),
-        Err(_) => Err(ServiceError::Cluster("relaying the logs failed".into()).into()),
-    }
-}
-
 #[derive(Deserialize)]
 struct LogsQuery {
     #[serde(default)]
     follow: bool,
 }
 
-/// Marks a call one node relays to another: the node asked answers it itself.
-const RELAYED: &str = "x-sluice-relayed";
-
 async fn logs(
     State(service): Shared,
     PipelineScope { tenant, name }: PipelineScope,
     Query(query): Query<LogsQuery>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Reply<Response> {
     let (kept, live) = service.logs(&tenant, &name).await?;
-    if !headers.contains_key(RELAYED)
-        && let Some(api) = service.runs_elsewhere(&tenant, &name)
-    {
-        let url = format!(
-            "{}/v1/tenants/{tenant}/pipelines/{name}/logs?follow={}",
-            api.trim_end_matches('/'),
-            query.follow
-        );
-        let authorization = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        return relay_logs(url, authorization).await;
+    if let Some(api) = relay::relay_target(&service, &headers, &tenant, &name) {
+        return relay::relay(&api, &uri, &headers, "logs").await;
     }
     let line = |l: &crate::logs::LogLine| {
         let mut json = serde_json::to_string(l).expect("a log line serialises");

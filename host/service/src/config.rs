@@ -139,6 +139,12 @@ pub struct TenantConfig {
     /// Most keys of keyed state one of its pipelines may keep (default 1,000,000).
     #[serde(default = "default_tenant_state_keys")]
     pub max_state_keys: u64,
+    /// Most keyed state all of its pipelines together may keep, in MiB (default
+    /// 2560): the sum of their `[state] max_mib`, reserved when a pipeline is created,
+    /// so one pipeline's growth never takes another's room. A pipeline that would pass
+    /// it is refused.
+    #[serde(default = "default_tenant_state_total_mib")]
+    pub max_state_total_mib: u64,
     /// librdkafka properties added to every pipeline of the tenant, over the
     /// pipeline's own: its bootstrap servers and credentials. Values may be
     /// `${env:NAME}` or `${file:PATH}`. Never shown to the tenant, guests or logs.
@@ -191,6 +197,9 @@ fn default_tenant_instances() -> usize {
 }
 fn default_tenant_state_mib() -> u64 {
     256
+}
+fn default_tenant_state_total_mib() -> u64 {
+    2560
 }
 fn default_tenant_state_keys() -> u64 {
     1_000_000

@@ -30,8 +30,9 @@ pub use error::ServiceError;
 pub use logs::LogLine;
 pub use service::{
     CreatePipeline, Deploy, DeployReport, HISTORY_EVERY, History, HistoryPoint, HostMemory,
-    HostView, LastSwap, ModuleListing, ModuleView, NodeView, PipelineStatus, Refusal, SAMPLE_EVERY,
-    Service, TenantFigures, TenantHistory, TenantSource, TenantView, WaitingStatus,
+    HostView, LastSwap, MAX_STATE_PAGE, ModuleListing, ModuleView, NodeView, PipelineStatus,
+    Refusal, SAMPLE_EVERY, Service, StateSummary, TenantFigures, TenantHistory, TenantSource,
+    TenantView, WaitingStatus,
 };
 pub use store::{ModuleEntry, PipelineDefinition, PipelineState, StateDir};
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 use sluice_cluster::{ClusterIo, MemoryGroup, MemoryLogs, slot_of};
@@ -159,6 +159,20 @@ impl Node {
         token: &str,
         body: Body,
     ) -> (StatusCode, Value) {
+        let (status, bytes) = self.call_raw(method, path, token, body).await;
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn call_raw(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Body,
+    ) -> (StatusCode, Bytes) {
         let request = Request::builder()
             .method(method)
             .uri(path)
@@ -171,8 +185,7 @@ impl Node {
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .unwrap();
-        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        (status, json)
+        (status, bytes)
     }
 
     async fn json(
@@ -748,6 +761,73 @@ async fn a_deploy_keeps_the_state_a_deploy_with_reset_empties_it_and_a_delete_de
     assert_eq!(changelog(&topic)[0].value, Some(b"1".to_vec()));
     assert_eq!(node.delivered_once().len() as u64, rows + 2);
 
+    // Read through the API, reset through it.
+    let state = "/v1/tenants/acme/pipelines/deals/state";
+    let (status, summary) = node.get(state, ACME).await;
+    assert_eq!(status, StatusCode::OK, "{summary}");
+    assert_eq!(summary["changelog_topic"], topic.as_str());
+    until("the state's size to be counted", async || {
+        node.get(state, ACME).await.1["keys"] == 1
+    })
+    .await;
+    let (status, page) = node.get(&format!("{state}/entries"), ACME).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(
+        page,
+        json!({"entries": [{"key": "rows", "value": "1"}], "next": null})
+    );
+    let (status, page) = node.get(&format!("{state}/entries?prefix=x"), ACME).await;
+    assert_eq!((status, &page["entries"]), (StatusCode::OK, &json!([])));
+    let (status, value) = node
+        .get(&format!("{state}/value?key_hex=726f7773"), ACME)
+        .await;
+    assert_eq!(
+        (status, value),
+        (StatusCode::OK, json!({"key": "rows", "value": "1"}))
+    );
+    let (status, missing) = node.get(&format!("{state}/value?key=nope"), ACME).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
+    let (status, export) = node
+        .call_raw(Method::GET, &format!("{state}/export"), ACME, Body::empty())
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(&export[..], b"{\"key\":\"rows\",\"value\":\"1\"}\n");
+    let (status, report) = node
+        .call(Method::POST, &format!("{state}/reset"), ACME, Body::empty())
+        .await;
+    assert_eq!(
+        (status, &report["outcome"]),
+        (StatusCode::OK, &json!("restarted")),
+        "{report}"
+    );
+    let (reset_topic, _) = node.state_now().await;
+    assert_ne!(reset_topic, topic);
+    assert!(
+        changelog(&topic).is_empty(),
+        "the reset deletes the changelog"
+    );
+    table.append();
+    until("the row after the API's reset to be counted", async || {
+        node.counts().len() as u64 == rows + 3
+    })
+    .await;
+    assert_eq!(node.counts().last(), Some(&1), "{:?}", node.counts());
+    let topic = reset_topic;
+
+    // Not running: the state is read where it runs, so a paused pipeline's is refused.
+    let (status, paused) = node
+        .call(
+            Method::POST,
+            "/v1/tenants/acme/pipelines/deals/pause",
+            ACME,
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{paused}");
+    let (status, refused) = node.get(&format!("{state}/entries"), ACME).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert!(refused.to_string().contains("resume"), "{refused}");
+
     // Deleted with the pipeline.
     node.delete().await;
     assert!(changelog(&topic).is_empty());
@@ -759,4 +839,6 @@ async fn a_deploy_keeps_the_state_a_deploy_with_reset_empties_it_and_a_delete_de
     let (status, refused) = node.deploy(&green, true).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
     assert!(refused.to_string().contains("no [state]"), "{refused}");
+    let (status, refused) = node.get(&format!("{state}/entries"), ACME).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
 }

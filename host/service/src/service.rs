@@ -9,6 +9,7 @@ mod dead_letters;
 mod deploy;
 mod history;
 mod host;
+mod keyed_state;
 mod last_swap;
 mod placement;
 mod refusals;
@@ -38,10 +39,11 @@ pub use cluster_membership::NodeView;
 pub use deploy::{Deploy, DeployReport};
 pub use history::{HISTORY_EVERY, History, HistoryPoint, TenantHistory};
 pub use host::{HostMemory, HostView, TenantFigures};
+pub use keyed_state::{MAX_STATE_PAGE, StateSummary};
 pub use last_swap::LastSwap;
 use placement::{Alone, Placement};
 pub use refusals::Refusal;
-use registry::Entry;
+use registry::{Entry, Reserved};
 #[cfg(test)]
 pub(crate) use tenancy::reaches_host_files;
 use tenancy::{Tenant, check_room};
@@ -313,7 +315,7 @@ impl Service {
         };
         let entry = self
             .placement()
-            .create(self, definition, config.guest_memory_mib())
+            .create(self, definition, Reserved::of(&config))
             .await?;
         tracing::info!(%tenant, pipeline = name, "A pipeline was created.");
         self.status_of(&entry)
@@ -326,7 +328,7 @@ impl Service {
         pipelines: &BTreeMap<(String, String), Arc<Entry>>,
         tenant: &str,
         name: &str,
-        memory_mib: usize,
+        reserved: Reserved,
     ) -> Result<(), ServiceError> {
         if pipelines.contains_key(&(tenant.to_string(), name.to_string())) {
             return Err(ServiceError::Conflict(format!(
@@ -334,7 +336,7 @@ impl Service {
             )));
         }
         let limits = self.tenant(tenant)?;
-        check_room(pipelines, tenant, &limits, &self.config.limits, memory_mib)
+        check_room(pipelines, tenant, &limits, &self.config.limits, reserved)
     }
 
     /// Stops a pipeline after it commits its work; it stays stopped across restarts.

@@ -8,14 +8,18 @@
 //! from the changelog on start, after a crash or after a move to another node.
 
 mod changelog;
+mod entry_json;
 mod error;
+mod live;
 mod memory;
 mod pipeline_state;
 mod redb_store;
 mod store;
 
 pub use changelog::{Changelog, ChangelogEntry};
+pub use entry_json::{bytes_from_text_or_hex, entry_from_json, entry_to_json, named_bytes};
 pub use error::StoreError;
+pub use live::{LiveState, Loan};
 pub use memory::{MemoryChangelog, MemoryStore};
 pub use pipeline_state::{MAX_CHECKPOINT_AGE, PipelineState, Restored};
 pub use redb_store::RedbStore;

@@ -2,33 +2,16 @@
 //! status, logs, deploy (refused when the module fails its checks), rollback, pause,
 //! resume, delete; and the metrics and health endpoints.
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 use sluice_tests::service::{Serve, pipeline_config};
 use sluice_tests::{
-    Extra, deals_table, kafka_bootstrap, sluice_binary, transform_component, unique_topic,
-    wasip2_component,
+    Extra, deals_table, kafka_bootstrap, transform_component, unique_topic, wasip2_component,
 };
 
 /// Runs `sluice <args>` against the service as `tenant`; returns (success, stdout,
 /// stderr).
-fn cli(serve: &Serve, tenant: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(sluice_binary())
-        .args(args)
-        .env("SLUICE_SERVER", &serve.url)
-        .env("SLUICE_TENANT", tenant)
-        .env("SLUICE_TOKEN", serve.token(tenant))
-        .output()
-        .expect("sluice runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
@@ -62,8 +45,7 @@ fn the_author_loop_works_from_the_command_line() {
     )
     .unwrap();
     let blue_path = blue.display().to_string();
-    let (ok, out, err) = cli(
-        &serve,
+    let (ok, out, err) = serve.cli(
         "dev",
         &[
             "pipeline",
@@ -79,13 +61,13 @@ fn the_author_loop_works_from_the_command_line() {
     let blue_digest = json(&out)["module"]["digest"].as_str().unwrap().to_string();
     serve.wait_caught_up("dev", &name, 4, Duration::from_secs(60));
 
-    let (ok, out, err) = cli(&serve, "dev", &["pipeline", "list"]);
+    let (ok, out, err) = serve.cli("dev", &["pipeline", "list"]);
     assert!(ok, "{err}");
     assert!(
         out.contains(&name) && out.contains("running") && out.contains("blue@"),
         "{out}"
     );
-    let (ok, out, _) = cli(&serve, "dev", &["pipeline", "logs", &name]);
+    let (ok, out, _) = serve.cli("dev", &["pipeline", "logs", &name]);
     assert!(ok);
     assert!(
         out.lines().any(|l| json(l)["message"]
@@ -96,8 +78,7 @@ fn the_author_loop_works_from_the_command_line() {
     );
 
     // A module whose init fails is refused, and the old one keeps running.
-    let (ok, _, err) = cli(
-        &serve,
+    let (ok, _, err) = serve.cli(
         "dev",
         &[
             "pipeline",
@@ -113,8 +94,7 @@ fn the_author_loop_works_from_the_command_line() {
         "{err}"
     );
     // So is one that traps on a sample of the table.
-    let (ok, _, err) = cli(
-        &serve,
+    let (ok, _, err) = serve.cli(
         "dev",
         &[
             "pipeline",
@@ -141,8 +121,7 @@ fn the_author_loop_works_from_the_command_line() {
         "{status}"
     );
 
-    let (ok, out, err) = cli(
-        &serve,
+    let (ok, out, err) = serve.cli(
         "dev",
         &[
             "pipeline",
@@ -157,11 +136,11 @@ fn the_author_loop_works_from_the_command_line() {
     assert!(ok, "{err}");
     let report = json(&out);
     assert_eq!(report["outcome"], "switched", "{report}");
-    let (ok, out, err) = cli(&serve, "dev", &["pipeline", "rollback", &name]);
+    let (ok, out, err) = serve.cli("dev", &["pipeline", "rollback", &name]);
     assert!(ok, "{err}");
     assert_eq!(json(&out)["to"].as_str(), Some(blue_digest.as_str()));
 
-    let (ok, out, err) = cli(&serve, "dev", &["pipeline", "pause", &name]);
+    let (ok, out, err) = serve.cli("dev", &["pipeline", "pause", &name]);
     assert!(ok, "{err}");
     assert_eq!(json(&out)["state"], "paused");
     assert_eq!(
@@ -169,7 +148,7 @@ fn the_author_loop_works_from_the_command_line() {
         5,
         "a paused pipeline shows where it stopped"
     );
-    let (ok, out, err) = cli(&serve, "dev", &["pipeline", "resume", &name]);
+    let (ok, out, err) = serve.cli("dev", &["pipeline", "resume", &name]);
     assert!(ok, "{err}");
     assert_eq!(json(&out)["state"], "running");
 
@@ -201,11 +180,11 @@ fn the_author_loop_works_from_the_command_line() {
     assert_eq!(serve.call("GET", "/healthz", None, None).0, 200);
     assert_eq!(serve.call("GET", "/readyz", None, None).0, 200);
 
-    let (ok, _, err) = cli(&serve, "dev", &["pipeline", "delete", &name]);
+    let (ok, _, err) = serve.cli("dev", &["pipeline", "delete", &name]);
     assert!(ok, "{err}");
-    let (ok, out, _) = cli(&serve, "dev", &["pipeline", "list"]);
+    let (ok, out, _) = serve.cli("dev", &["pipeline", "list"]);
     assert!(ok && !out.contains(&name), "{out}");
-    let (ok, out, _) = cli(&serve, "dev", &["module", "list"]);
+    let (ok, out, _) = serve.cli("dev", &["module", "list"]);
     assert!(ok);
     assert_eq!(
         json(&out).as_array().unwrap().len(),

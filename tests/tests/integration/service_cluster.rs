@@ -282,6 +282,25 @@ fn pipelines_spread_over_nodes_and_move_when_a_node_is_killed() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // So is its state, which only the node that runs it holds open.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, value) = other.call(
+            "GET",
+            &format!("/v1/tenants/{tenant}/pipelines/{name}/state/value?key=rows"),
+            Some(other.token(tenant)),
+            None,
+        );
+        assert_eq!(code, 200, "the state read is relayed: {value}");
+        if value == serde_json::json!({"key": "rows", "value": "160"}) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the relayed state does not reach the 160 rows counted: {value}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 
     // The node running the pipeline freezes past the session timeout: the other node
     // takes its pipelines over, fencing it. Woken, it finds its slots lost and drops its

@@ -440,12 +440,12 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
     let status = serve.wait_caught_up("acme", &name, 0, Duration::from_secs(120));
     let first_changelog = status["changelog_topic"].as_str().unwrap().to_string();
     assert_eq!(counted(&topic), (1..=100).collect::<Vec<_>>());
-    let deploy = |module: &str, reset: bool| {
+    let deploy = |module: &str| {
         let (status, report) = serve.call(
             "POST",
             &format!("/v1/tenants/acme/pipelines/{name}/deploy"),
             Some(serve.token("acme")),
-            Some(serde_json::json!({ "module": module, "reset_state": reset })),
+            Some(serde_json::json!({ "module": module })),
         );
         assert_eq!(status, 200, "{report}");
         report
@@ -456,13 +456,47 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
     };
 
     // Kept: green counts on from blue's count.
-    assert_eq!(deploy(&green, false)["outcome"], "switched");
+    assert_eq!(deploy(&green)["outcome"], "switched");
     append(100);
     serve.wait_caught_up("acme", &name, 1, Duration::from_secs(120));
     assert_eq!(counted(&topic), (1..=150).collect::<Vec<_>>());
 
+    // Read from the command line, through the API, from the store the pipeline holds.
+    let state_cli = |args: &[&str]| {
+        let args = [&["pipeline", "state"], args].concat();
+        let (ok, out, err) = serve.cli("acme", &args);
+        assert!(ok, "sluice pipeline state {args:?} failed: {err}");
+        out
+    };
+    assert_eq!(state_cli(&["get", &name, "rows"]), "150\n");
+    assert_eq!(
+        state_cli(&["export", &name]),
+        "{\"key\":\"rows\",\"value\":\"150\"}\n"
+    );
+    let shown: serde_json::Value = serde_json::from_str(&state_cli(&["show", &name])).unwrap();
+    assert_eq!(
+        shown["changelog_topic"],
+        first_changelog.as_str(),
+        "{shown}"
+    );
+    assert_eq!(shown["keys"], 1, "{shown}");
+    let (ok, _, err) = serve.cli("acme", &["pipeline", "state", "get", &name, "nope"]);
+    assert!(!ok && err.contains("404") && err.contains("nope"), "{err}");
+
     // Reset: blue starts from nothing in a new changelog; the old one is deleted.
-    let report = deploy(&blue, true);
+    let (ok, out, err) = serve.cli(
+        "acme",
+        &[
+            "pipeline",
+            "deploy",
+            &name,
+            "--module",
+            &blue,
+            "--reset-state",
+        ],
+    );
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["outcome"], "restarted", "{report}");
     eprintln!(
         "a deploy with a state reset held the pipeline for {} ms",
@@ -479,6 +513,16 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
         .pop()
         .expect("the new changelog has the count");
     assert_eq!(last.value.as_deref(), Some("50"));
+
+    // A reset alone, with the module kept.
+    let report: serde_json::Value = serde_json::from_str(&state_cli(&["reset", &name])).unwrap();
+    assert_eq!(report["outcome"], "restarted", "{report}");
+    wait_until_deleted(&changelog, &|| serve.log());
+    append(200);
+    let status = serve.wait_caught_up("acme", &name, 3, Duration::from_secs(120));
+    let changelog = status["changelog_topic"].as_str().unwrap().to_string();
+    assert_eq!(counted(&topic)[200..], (1..=50).collect::<Vec<_>>());
+    assert_eq!(state_cli(&["get", &name, "rows"]), "50\n");
 
     // Deleted with the pipeline.
     let (status, body) = serve.call(

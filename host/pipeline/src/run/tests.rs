@@ -240,6 +240,7 @@ async fn run_in(
         swaps,
         metrics: metrics.clone(),
         quiet_progress: true,
+        ..RunControls::default()
     };
     let sink = delivery.clone();
     let connect = move || {
@@ -809,6 +810,7 @@ async fn run_counting(
         swaps,
         metrics: metrics.clone(),
         quiet_progress: true,
+        ..RunControls::default()
     };
     let sink = delivery.clone();
     let connect = move || {

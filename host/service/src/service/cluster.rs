@@ -19,7 +19,7 @@ use super::Service;
 use super::deploy::{Deploy, DeployReport, swapped};
 use super::placement::{Change, Figures, Placement, running};
 use super::refusals::{Refusal, refusal_key};
-use super::registry::Entry;
+use super::registry::{Entry, Reserved};
 use super::reports::Reports;
 use crate::config::TenantConfig;
 use crate::error::ServiceError;
@@ -156,13 +156,13 @@ impl Placement for ClusterPart {
         &'a self,
         service: &'a Arc<Service>,
         definition: PipelineDefinition,
-        memory_mib: usize,
+        reserved: Reserved,
     ) -> Change<'a, Arc<Entry>> {
         Box::pin(async move {
             let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
             {
                 let pipelines = service.pipelines.lock().unwrap_or_else(|e| e.into_inner());
-                service.check_new(&pipelines, tenant, name, memory_mib)?;
+                service.check_new(&pipelines, tenant, name, reserved)?;
             }
             // The node holding the pipeline's slot makes the entry and starts it when
             // it reads the definition.

@@ -48,6 +48,12 @@ pub struct TenantFigures {
     pub max_pipelines: usize,
     /// Its cap on one pipeline's guest memory, in MiB.
     pub max_memory_mib: usize,
+    /// Keyed state its pipelines may keep together (`[state] max_mib`), in MiB.
+    pub reserved_state_mib: u64,
+    /// Its cap on that sum, in MiB.
+    pub max_state_total_mib: u64,
+    /// Bytes of keyed state its pipelines running on this node keep.
+    pub state_bytes: u64,
 }
 
 impl Service {
@@ -61,6 +67,7 @@ impl Service {
                     tenant: name.clone(),
                     max_pipelines: tenant.config.max_pipelines,
                     max_memory_mib: tenant.config.max_memory_mib,
+                    max_state_total_mib: tenant.config.max_state_total_mib,
                     ..TenantFigures::default()
                 })
                 .collect()
@@ -68,11 +75,13 @@ impl Service {
         let mut reserved_guest_mib = 0;
         for entry in self.entries() {
             let definition = entry.definition();
-            reserved_guest_mib += entry.memory_mib;
+            reserved_guest_mib += entry.reserved.memory_mib;
             let Some(figures) = tenants.iter_mut().find(|t| t.tenant == definition.tenant) else {
                 continue;
             };
-            figures.reserved_guest_mib += entry.memory_mib;
+            figures.reserved_guest_mib += entry.reserved.memory_mib;
+            figures.reserved_state_mib += entry.reserved.state_mib;
+            figures.state_bytes += entry.metrics.snapshot().state.bytes;
             match definition.state {
                 PipelineState::Running => figures.running += 1,
                 PipelineState::Paused => figures.paused += 1,

@@ -12,7 +12,7 @@ use sluice_pipeline::MetricsSnapshot;
 use super::Service;
 use super::deploy::{Deploy, DeployReport};
 use super::refusals::Refusal;
-use super::registry::{Entry, stop};
+use super::registry::{Entry, Reserved, stop};
 use crate::config::TenantConfig;
 use crate::error::ServiceError;
 use crate::store::{ModuleEntry, PipelineDefinition, PipelineState};
@@ -51,13 +51,13 @@ pub(super) trait Placement: Send + Sync {
         refusal: Refusal,
     ) -> Change<'a, ()>;
 
-    /// Makes a new pipeline, once the host and its tenant have room for `memory_mib`
-    /// more, and starts it.
+    /// Makes a new pipeline, once the host and its tenant have room for what it
+    /// reserves, and starts it.
     fn create<'a>(
         &'a self,
         service: &'a Arc<Service>,
         definition: PipelineDefinition,
-        memory_mib: usize,
+        reserved: Reserved,
     ) -> Change<'a, Arc<Entry>>;
 
     /// Pauses (`Paused`) or resumes (`Running`) a pipeline.
@@ -139,14 +139,14 @@ impl Placement for Alone {
         &'a self,
         service: &'a Arc<Service>,
         definition: PipelineDefinition,
-        memory_mib: usize,
+        reserved: Reserved,
     ) -> Change<'a, Arc<Entry>> {
         Box::pin(async move {
             let (tenant, name) = (definition.tenant.clone(), definition.name.clone());
             let entry = {
                 let mut pipelines = service.pipelines.lock().unwrap_or_else(|e| e.into_inner());
-                service.check_new(&pipelines, &tenant, &name, memory_mib)?;
-                let entry = Entry::new(definition.clone(), memory_mib);
+                service.check_new(&pipelines, &tenant, &name, reserved)?;
+                let entry = Entry::new(definition.clone(), reserved);
                 pipelines.insert((tenant.clone(), name.clone()), entry.clone());
                 entry
             };

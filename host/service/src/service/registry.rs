@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use sluice_pipeline::{PipelineMetrics, RunControls, RunMode, StartFrom, SwapReport, SwapRequest};
+use sluice_pipeline::{
+    LiveState, PipelineMetrics, RunControls, RunMode, StartFrom, SwapReport, SwapRequest,
+};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -36,16 +38,38 @@ pub(super) struct Running {
     pub(super) task: JoinHandle<()>,
 }
 
+/// What a pipeline may use, from its config: reserved when it is created, so the
+/// pipelines of a tenant or a host never together pass its caps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Reserved {
+    /// Guest memory (`[transform] memory_limit_mib`).
+    pub(super) memory_mib: usize,
+    /// Keyed state (`[state] max_mib`; 0 without `[state]`).
+    pub(super) state_mib: u64,
+}
+
+impl Reserved {
+    /// What a pipeline with `config` may use.
+    pub(super) fn of(config: &sluice_pipeline::PipelineConfig) -> Reserved {
+        Reserved {
+            memory_mib: config.guest_memory_mib(),
+            state_mib: config.state.as_ref().map_or(0, |s| s.max_mib),
+        }
+    }
+}
+
 /// One pipeline in the registry.
 pub(super) struct Entry {
     pub(super) definition: Mutex<PipelineDefinition>,
     pub(super) metrics: Arc<PipelineMetrics>,
+    // Its keyed state's store while it runs on this node, for the API's reads.
+    pub(super) live_state: Arc<LiveState>,
     pub(super) log: Arc<PipelineLog>,
     pub(super) rates: Mutex<VecDeque<(Instant, u64)>>,
     // Serialises what is done to one pipeline (deploy, pause, ...).
     pub(super) control: tokio::sync::Mutex<Option<Running>>,
-    // The memory this pipeline may use, counted against the host's cap.
-    pub(super) memory_mib: usize,
+    // What it may use, counted against its tenant's and the host's caps.
+    pub(super) reserved: Reserved,
     // The last switch this node made for a deploy through the cluster's state.
     pub(super) last_switch: Mutex<Option<SwapReport>>,
     // Its figures over the last hour.
@@ -69,14 +93,15 @@ impl Entry {
     }
 
     /// A new entry, not yet running.
-    pub(super) fn new(definition: PipelineDefinition, memory_mib: usize) -> Arc<Entry> {
+    pub(super) fn new(definition: PipelineDefinition, reserved: Reserved) -> Arc<Entry> {
         Arc::new(Entry {
             definition: Mutex::new(definition),
             metrics: Arc::default(),
+            live_state: Arc::default(),
             log: Arc::default(),
             rates: Mutex::default(),
             control: tokio::sync::Mutex::new(None),
-            memory_mib,
+            reserved,
             last_switch: Mutex::default(),
             history: Mutex::default(),
             last_swap: Mutex::default(),
@@ -136,11 +161,11 @@ impl Service {
     /// Puts a pipeline defined elsewhere (stored, or in the cluster's state) into the
     /// registry, not yet running.
     pub(super) fn register(&self, definition: PipelineDefinition) -> Arc<Entry> {
-        let memory_mib = self
+        let reserved = self
             .config_of(&definition)
-            .map_or(0, |c| c.guest_memory_mib());
+            .map_or_else(|_| Reserved::default(), |c| Reserved::of(&c));
         let key = (definition.tenant.clone(), definition.name.clone());
-        let entry = Entry::new(definition, memory_mib);
+        let entry = Entry::new(definition, reserved);
         self.pipelines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -219,6 +244,7 @@ impl Service {
                         module: Some(Arc::new(module)),
                         swaps: Some(swaps_rx),
                         metrics: entry.metrics.clone(),
+                        live_state: entry.live_state.clone(),
                         quiet_progress: false,
                     };
                     service

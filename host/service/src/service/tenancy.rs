@@ -11,7 +11,7 @@ use serde::Serialize;
 use sluice_pipeline::PipelineConfig;
 
 use super::Service;
-use super::registry::Entry;
+use super::registry::{Entry, Reserved};
 use crate::auth::{Operator, TenantScope, tenant_token};
 use crate::config::{HostLimits, TenantConfig};
 use crate::error::ServiceError;
@@ -71,14 +71,14 @@ pub(crate) fn reaches_host_files(name: &str) -> bool {
         || name.ends_with(".file")
 }
 
-/// Refuses a new pipeline of `tenant` that asks for `asked` MiB of guest memory when
-/// the tenant or the host is at a limit.
+/// Refuses a new pipeline of `tenant` that would reserve `asked` when the tenant or
+/// the host is at a limit.
 pub(super) fn check_room(
     pipelines: &BTreeMap<(String, String), Arc<Entry>>,
     tenant: &str,
     limits: &TenantConfig,
     host: &HostLimits,
-    asked: usize,
+    asked: Reserved,
 ) -> Result<(), ServiceError> {
     let own = pipelines.keys().filter(|(t, _)| t == tenant).count();
     if own >= limits.max_pipelines {
@@ -92,11 +92,22 @@ pub(super) fn check_room(
             pipelines.len()
         )));
     }
-    let memory: usize = pipelines.values().map(|e| e.memory_mib).sum();
-    if memory + asked > host.max_memory_mib {
+    let memory: usize = pipelines.values().map(|e| e.reserved.memory_mib).sum();
+    if memory + asked.memory_mib > host.max_memory_mib {
         return Err(ServiceError::LimitExceeded(format!(
-            "this host's pipelines may already use {memory} MiB of guest memory; {asked} MiB more would pass its limit of {} MiB",
-            host.max_memory_mib
+            "this host's pipelines may already use {memory} MiB of guest memory; {} MiB more would pass its limit of {} MiB",
+            asked.memory_mib, host.max_memory_mib
+        )));
+    }
+    let state: u64 = pipelines
+        .iter()
+        .filter(|((t, _), _)| t == tenant)
+        .map(|(_, e)| e.reserved.state_mib)
+        .sum();
+    if asked.state_mib > 0 && state + asked.state_mib > limits.max_state_total_mib {
+        return Err(ServiceError::LimitExceeded(format!(
+            "tenant {tenant}'s pipelines may already keep {state} MiB of state; {} MiB more ([state] max_mib) would pass its limit of {} MiB (max_state_total_mib); give the pipeline a smaller [state] max_mib, or ask the operator for more",
+            asked.state_mib, limits.max_state_total_mib
         )));
     }
     Ok(())
@@ -663,6 +674,55 @@ mod tests {
             let message = config(state, 0).unwrap_err().to_string();
             assert!(message.contains(refusal), "{state}: {message}");
         }
+    }
+
+    /// Keyed state is reserved per tenant: the `[state] max_mib` of its pipelines may
+    /// not together pass `max_state_total_mib`; other tenants' pipelines and
+    /// pipelines without state do not count.
+    #[test]
+    fn a_tenant_s_pipelines_keep_no_more_state_together_than_its_total() {
+        let limits: TenantConfig = toml::from_str("max_state_total_mib = 100").unwrap();
+        let host = HostLimits::default();
+        let entry = |tenant: &str, name: &str, state_mib: u64| {
+            let definition = PipelineDefinition {
+                tenant: tenant.into(),
+                name: name.into(),
+                config: String::new(),
+                module: String::new(),
+                previous_module: None,
+                state: crate::store::PipelineState::Running,
+                error: None,
+                stopped_at: None,
+                state_generation: 0,
+                revision: 0,
+            };
+            let reserved = Reserved {
+                memory_mib: 64,
+                state_mib,
+            };
+            (
+                (tenant.to_string(), name.to_string()),
+                Entry::new(definition, reserved),
+            )
+        };
+        let asking = |state_mib| Reserved {
+            memory_mib: 64,
+            state_mib,
+        };
+        let mut pipelines = BTreeMap::from([entry("acme", "a", 60), entry("globex", "g", 90)]);
+        check_room(&pipelines, "acme", &limits, &host, asking(40)).unwrap();
+        let refused = check_room(&pipelines, "acme", &limits, &host, asking(41))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("already keep 60 MiB")
+                && refused.contains("41 MiB more")
+                && refused.contains("limit of 100 MiB (max_state_total_mib)"),
+            "{refused}"
+        );
+        pipelines.extend([entry("acme", "b", 40)]);
+        check_room(&pipelines, "acme", &limits, &host, asking(0)).unwrap();
+        assert!(check_room(&pipelines, "acme", &limits, &host, asking(1)).is_err());
     }
 
     #[test]
