@@ -49,19 +49,43 @@ static char *joined(const char *prefix, const char *text) {
 }
 
 /* Groups whose count changed, with the last row that changed each, in the order they
- * were first changed. */
+ * were first changed; `slots` indexes them by hash (open addressing, at most half
+ * full) so a batch touching many groups stays linear. */
 typedef struct {
   char **groups;
   uint32_t *rows;
   size_t count, capacity;
+  size_t *slots; /* index + 1 into groups; 0 is empty */
+  size_t slot_count;
 } changes;
 
+static uint64_t hash_of(const char *text) {
+  uint64_t hash = 1469598103934665603u;
+  for (const unsigned char *c = (const unsigned char *)text; *c; c++) hash = (hash ^ *c) * 1099511628211u;
+  return hash;
+}
+
+/* The slot of group: where it is, or the empty one where it would go. */
+static size_t *slot_of(const changes *changed, const char *group) {
+  size_t mask = changed->slot_count - 1, i = (size_t)hash_of(group) & mask;
+  while (changed->slots[i] && strcmp(changed->groups[changed->slots[i] - 1], group) != 0) i = (i + 1) & mask;
+  return &changed->slots[i];
+}
+
+static void grow_slots(changes *changed) {
+  free(changed->slots);
+  changed->slot_count = changed->slot_count ? 2 * changed->slot_count : 16;
+  changed->slots = calloc(changed->slot_count, sizeof(size_t));
+  if (!changed->slots) abort();
+  for (size_t i = 0; i < changed->count; i++) *slot_of(changed, changed->groups[i]) = i + 1;
+}
+
 static void touch(changes *changed, const char *group, uint32_t row) {
-  for (size_t i = 0; i < changed->count; i++) {
-    if (strcmp(changed->groups[i], group) == 0) {
-      changed->rows[i] = row;
-      return;
-    }
+  if (2 * (changed->count + 1) > changed->slot_count) grow_slots(changed);
+  size_t *slot = slot_of(changed, group);
+  if (*slot) {
+    changed->rows[*slot - 1] = row;
+    return;
   }
   if (changed->count == changed->capacity) {
     changed->capacity = changed->capacity ? 2 * changed->capacity : 8;
@@ -71,6 +95,7 @@ static void touch(changes *changed, const char *group, uint32_t row) {
   }
   changed->groups[changed->count] = strdup(group);
   changed->rows[changed->count++] = row;
+  *slot = changed->count;
 }
 
 /* `text` as a JSON string, escaped as the Rust example escapes it, appended to out. */
@@ -161,5 +186,6 @@ int sluice_transform(sluice_batch *batch, sluice_output *out) {
   }
   free(changed.groups);
   free(changed.rows);
+  free(changed.slots);
   return SLUICE_OK;
 }

@@ -277,6 +277,15 @@ typedef struct {
 
 /* The value under key; false when there is none. */
 bool sluice_state_get(const void *key, size_t key_len, uint8_t **value, size_t *value_len);
+/* A key of sluice_state_get_many. */
+typedef struct {
+  const void *data;
+  size_t len;
+} sluice_state_key;
+/* The values under count keys in one call to the host (cheaper than count gets):
+ * values[i] is NULL, value_lens[i] 0, where keys[i] holds nothing. Free each value. */
+void sluice_state_get_many(const sluice_state_key *keys, size_t count, uint8_t **values,
+                           size_t *value_lens);
 void sluice_state_put(const void *key, size_t key_len, const void *value, size_t value_len);
 /* Removes key; removing an absent key does nothing. */
 void sluice_state_delete(const void *key, size_t key_len);

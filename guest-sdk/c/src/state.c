@@ -14,6 +14,11 @@ bool sluice_state_get(const void *key, size_t key_len, uint8_t **value, size_t *
   return state_backend_get(key, key_len, value, value_len);
 }
 
+void sluice_state_get_many(const sluice_state_key *keys, size_t count, uint8_t **values,
+                           size_t *value_lens) {
+  state_backend_get_many(keys, count, values, value_lens);
+}
+
 void sluice_state_put(const void *key, size_t key_len, const void *value, size_t value_len) {
   state_backend_put(key, key_len, value, value_len);
 }

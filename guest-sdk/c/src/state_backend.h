@@ -11,6 +11,8 @@
 #include "sluice.h"
 
 bool state_backend_get(const uint8_t *key, size_t key_len, uint8_t **value, size_t *value_len);
+void state_backend_get_many(const sluice_state_key *keys, size_t count, uint8_t **values,
+                            size_t *value_lens);
 void state_backend_put(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len);
 void state_backend_delete(const uint8_t *key, size_t key_len);
 size_t state_backend_scan(const uint8_t *prefix, size_t prefix_len, const uint8_t *after,

@@ -19,6 +19,34 @@ bool state_backend_get(const uint8_t *key, size_t key_len, uint8_t **value, size
   return true;
 }
 
+void state_backend_get_many(const sluice_state_key *keys, size_t count, uint8_t **values,
+                            size_t *value_lens) {
+  transform_list_u8_t *asked = calloc(count ? count : 1, sizeof(transform_list_u8_t));
+  if (!asked) abort();
+  for (size_t i = 0; i < count; i++) asked[i] = list_of(keys[i].data, keys[i].len);
+  transform_list_list_u8_t list = {asked, count};
+  transform_list_option_list_u8_t found;
+  sluice_transform_state_get_many(&list, &found);
+  free(asked);
+  for (size_t i = 0; i < count; i++) {
+    bool some = i < found.len && found.ptr[i].is_some;
+    values[i] = NULL;
+    value_lens[i] = 0;
+    if (!some) continue;
+    if (found.ptr[i].val.len == 0) {
+      /* An empty value is still a value: never NULL, which says absent. */
+      free(found.ptr[i].val.ptr);
+      values[i] = malloc(1);
+      if (!values[i]) abort();
+      continue;
+    }
+    /* The bindings' buffers are malloc'd: they become the caller's. */
+    values[i] = found.ptr[i].val.ptr;
+    value_lens[i] = found.ptr[i].val.len;
+  }
+  free(found.ptr);
+}
+
 void state_backend_put(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len) {
   transform_list_u8_t k = list_of(key, key_len), v = list_of(value, value_len);
   sluice_transform_state_put(&k, &v);

@@ -87,17 +87,27 @@ int main(void) {
       else
         printf("-");
     } else if (strcmp(op, "get_many") == 0) {
-      for (size_t i = 1; i < count; i++) {
-        uint8_t *k = word(words[i], &len), *value;
-        if (i > 1) printf(" ");
-        if (sluice_state_get(k, len, &value, &len2)) {
-          print_bytes(value, len2);
-          free(value);
+      size_t n = count - 1;
+      sluice_state_key *keys = calloc(n ? n : 1, sizeof(sluice_state_key));
+      uint8_t **values = calloc(n ? n : 1, sizeof(uint8_t *));
+      size_t *lens = calloc(n ? n : 1, sizeof(size_t));
+      for (size_t i = 0; i < n; i++) {
+        keys[i].data = word(words[i + 1], &keys[i].len);
+      }
+      sluice_state_get_many(keys, n, values, lens);
+      for (size_t i = 0; i < n; i++) {
+        if (i > 0) printf(" ");
+        if (values[i]) {
+          print_bytes(values[i], lens[i]);
         } else {
           printf("-");
         }
-        free(k);
+        free(values[i]);
+        free((void *)keys[i].data);
       }
+      free(keys);
+      free(values);
+      free(lens);
     } else if (strcmp(op, "scan") == 0 || strcmp(op, "entries") == 0) {
       bool all = strcmp(op, "entries") == 0;
       uint8_t *after = all ? NULL : word(words[2], &len2);

@@ -52,6 +52,16 @@ bool state_backend_get(const uint8_t *key, size_t key_len, uint8_t **value, size
   return true;
 }
 
+void state_backend_get_many(const sluice_state_key *keys, size_t count, uint8_t **values,
+                            size_t *value_lens) {
+  for (size_t i = 0; i < count; i++) {
+    if (!state_backend_get(keys[i].data, keys[i].len, &values[i], &value_lens[i])) {
+      values[i] = NULL;
+      value_lens[i] = 0;
+    }
+  }
+}
+
 void state_backend_put(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len) {
   bool found;
   size_t i = position(key, key_len, &found);

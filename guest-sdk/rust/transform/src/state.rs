@@ -5,7 +5,8 @@
 //! is committed with the batch's records or forgotten with them. Keys and values are
 //! bytes; [`get_i64`], [`add_i64`], [`get_str`] and their kin store numbers and text as
 //! UTF-8 text, as every SDK does, so `sluice state` shows them and a module in another
-//! language reads them.
+//! language reads them. With the feature `json`, `get_json` and `put_json` store any
+//! serde value as compact JSON text.
 //!
 //! A pipeline keeps state only with a `[state]` section; its limits (keys, bytes, the
 //! largest value) fail the batch when crossed.
@@ -118,6 +119,20 @@ pub fn put_f64(key: &str, value: f64) {
     put_str(key, &value.to_string());
 }
 
+/// The JSON value under `key`, deserialised; `None` when absent, an error when it is
+/// not a `T` (feature `json`).
+#[cfg(feature = "json")]
+pub fn get_json<T: serde::de::DeserializeOwned>(key: &str) -> Option<Result<T, serde_json::Error>> {
+    get(key.as_bytes()).map(|value| serde_json::from_slice(&value))
+}
+
+/// Sets `key` to `value` as compact JSON, as the other SDKs store it (feature `json`).
+#[cfg(feature = "json")]
+pub fn put_json<T: serde::Serialize + ?Sized>(key: &str, value: &T) {
+    let value = serde_json::to_vec(value).expect("a value serialises to JSON");
+    put(key.as_bytes(), &value);
+}
+
 /// Empties the native state, between unit tests.
 pub fn clear() {
     NATIVE.with(|state| state.borrow_mut().clear());
@@ -137,6 +152,21 @@ pub fn entries() -> Vec<(Vec<u8>, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "json")]
+    #[test]
+    fn json_values_are_compact_text_the_other_sdks_read() {
+        clear();
+        put_json("acme", &serde_json::json!({"open": 3, "stages": ["won"]}));
+        assert_eq!(
+            get_str("acme").as_deref(),
+            Some(r#"{"open":3,"stages":["won"]}"#)
+        );
+        let read: serde_json::Value = get_json("acme").unwrap().unwrap();
+        assert_eq!(read["open"], 3);
+        assert!(get_json::<u32>("acme").unwrap().is_err());
+        assert!(get_json::<u32>("absent").is_none());
+    }
 
     #[test]
     fn counters_and_text_round_trip_and_scans_page() {
