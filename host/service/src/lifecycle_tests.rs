@@ -842,3 +842,64 @@ async fn a_deploy_keeps_the_state_a_deploy_with_reset_empties_it_and_a_delete_de
     let (status, refused) = node.get(&format!("{state}/entries"), ACME).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
 }
+
+/// In a cluster, a reset or delete made while another node runs the pipeline leaves
+/// the copies of its state on the nodes that ran it before unused: each node removes
+/// its own when it learns of the change, and keeps its copy of the current generation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_removes_its_copies_of_a_state_that_a_reset_or_delete_left_unused() {
+    let (logs, sink) = (MemoryLogs::default(), MemorySink::default());
+    let slot = slot_of("acme", "deals", SLOTS);
+    let owner = Node::join("owner", &logs, MemoryGroup::holding([slot]), &sink).await;
+    let others = MemoryGroup::holding((0..SLOTS).filter(|s| *s != slot));
+    let caller = Node::join("caller", &logs, others, &sink).await;
+    let blue = caller.upload("blue", tagged("blue")).await;
+    let stateful = "\n[transform.params]\ncount = \"true\"\n\n[state]\n";
+    let (status, created) = caller.create_with(&blue, &table(), stateful).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    owner.caught_up().await;
+    // The caller ran the pipeline before: it has a copy of this generation.
+    let copy_on_caller = |owner_dir: &Path| {
+        let generation = owner_dir.file_name().unwrap();
+        let copy = caller
+            .dir
+            .path()
+            .join("state/state/acme/deals")
+            .join(generation);
+        std::fs::create_dir_all(&copy).unwrap();
+        std::fs::write(copy.join("state.redb"), b"old").unwrap();
+        copy
+    };
+    let (_, first_dir) = owner.state_now().await;
+    let old_copy = copy_on_caller(&first_dir);
+
+    let (status, report) = caller.deploy(&blue, true).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    until(
+        "the caller to remove its copy of the old generation",
+        async || !old_copy.exists(),
+    )
+    .await;
+    until("the owner to run the new generation", async || {
+        owner.state_now().await.1 != first_dir
+    })
+    .await;
+    let (_, current_dir) = owner.state_now().await;
+    let current_copy = copy_on_caller(&current_dir);
+    let (status, paused) = caller.act("pause").await;
+    assert_eq!(status, StatusCode::OK, "{paused}");
+    until("the pause to reach the owner", async || {
+        owner.status().await["state"] == "paused"
+    })
+    .await;
+    assert!(
+        current_copy.exists(),
+        "the current generation's copy is kept"
+    );
+
+    caller.delete().await;
+    until("the caller to remove the pipeline's state", async || {
+        !current_copy.parent().unwrap().exists()
+    })
+    .await;
+}

@@ -165,6 +165,42 @@ impl StateDir {
             .join(format!("g{generation}"))
     }
 
+    /// Removes this node's copies of a pipeline's state but the one of generation
+    /// `keep` (all of them with `None`): copies left by a reset or a delete made while
+    /// another node ran the pipeline, which nothing reads again. Returns the
+    /// directories removed.
+    pub fn remove_other_state(
+        &self,
+        tenant: &str,
+        name: &str,
+        keep: Option<u64>,
+    ) -> Result<Vec<PathBuf>, ServiceError> {
+        let dir = self.root.join("state").join(tenant).join(name);
+        let kept = keep.map(|generation| format!("g{generation}"));
+        let failed = |path: &Path, e: std::io::Error| ServiceError::State {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        };
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(failed(&dir, e)),
+        };
+        let mut removed = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(|e| failed(&dir, e))?.path();
+            if path.file_name().and_then(|n| n.to_str()) == kept.as_deref() {
+                continue;
+            }
+            std::fs::remove_dir_all(&path).map_err(|e| failed(&path, e))?;
+            removed.push(path);
+        }
+        if keep.is_none() {
+            std::fs::remove_dir(&dir).map_err(|e| failed(&dir, e))?;
+        }
+        Ok(removed)
+    }
+
     /// The stored bytes of a module.
     pub fn module_path(&self, digest: &str) -> PathBuf {
         self.root.join("modules").join(format!("{digest}.wasm"))
@@ -345,6 +381,46 @@ pub fn now_millis() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pipeline_s_other_state_copies_are_removed_and_its_current_one_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        assert!(
+            state
+                .remove_other_state("acme", "p", Some(1))
+                .unwrap()
+                .is_empty()
+        );
+        for generation in [1, 2, 3] {
+            let copy = state.pipeline_state_dir("acme", "p", generation);
+            std::fs::create_dir_all(&copy).unwrap();
+            std::fs::write(copy.join("state.redb"), b"x").unwrap();
+        }
+        let other = state.pipeline_state_dir("acme", "q", 1);
+        std::fs::create_dir_all(&other).unwrap();
+        let mut removed = state.remove_other_state("acme", "p", Some(2)).unwrap();
+        removed.sort();
+        assert_eq!(
+            removed,
+            [1, 3].map(|g| state.pipeline_state_dir("acme", "p", g))
+        );
+        assert!(
+            state
+                .pipeline_state_dir("acme", "p", 2)
+                .join("state.redb")
+                .exists()
+        );
+        state.remove_other_state("acme", "p", None).unwrap();
+        assert!(
+            !state
+                .pipeline_state_dir("acme", "p", 2)
+                .parent()
+                .unwrap()
+                .exists()
+        );
+        assert!(other.exists(), "another pipeline's copy is not touched");
+    }
 
     #[test]
     fn definitions_and_modules_survive_a_reopen() {

@@ -173,6 +173,7 @@ impl Service {
                 self.forget_state(&definition, definition.state_generation)
                     .await;
             }
+            self.remove_stale_state(tenant, name, None);
         }
         self.state.remove_pipeline(tenant, name)
     }
@@ -220,6 +221,24 @@ impl Service {
             }
         } else if runs {
             stop(control.take()).await;
+        }
+        if !Entry::is_running(&control) {
+            self.remove_stale_state(tenant, name, Some(definition.state_generation));
+        }
+    }
+
+    /// Removes this node's copies of a pipeline's state but generation `keep`'s (all
+    /// with `None`), which a reset or delete made while another node ran it left.
+    fn remove_stale_state(&self, tenant: &str, name: &str, keep: Option<u64>) {
+        match self.state.remove_other_state(tenant, name, keep) {
+            Ok(removed) => {
+                for path in removed {
+                    tracing::info!(tenant, pipeline = name, path = %path.display(), "This node's copy of a pipeline's state that is no longer used was removed.");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(tenant, pipeline = name, %error, "This node's copy of a pipeline's state that is no longer used could not be removed; delete it by hand.");
+            }
         }
     }
 }
