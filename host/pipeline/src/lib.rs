@@ -53,7 +53,7 @@ pub use outage::{Waiting, WaitingFor};
 pub use preview::{PreviewEncoding, PreviewOptions, PreviewSummary, preview};
 pub use run::{RunControls, RunMode, RunSummary, SwapReport, SwapRequest};
 pub use sample::{SampleRefusal, try_on_sample};
-pub use sink::{ConnectSink, Sink};
+pub use sink::{ConnectSink, KafkaChangelog, Sink};
 pub use sluice_sink::{
     DeliveryMode, KafkaSink, SourcePosition, client_properties, is_secret_property, load_position,
 };

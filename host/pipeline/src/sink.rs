@@ -76,8 +76,8 @@ impl Sink for KafkaSink {
     }
 }
 
-/// A changelog topic, through the sink's reader.
-pub(crate) struct KafkaChangelog(pub(crate) ChangelogReader);
+/// A changelog topic, through the sink's reader: what a restore reads.
+pub struct KafkaChangelog(pub ChangelogReader);
 
 impl KafkaChangelog {
     fn error(&self, error: impl std::fmt::Display) -> StoreError {

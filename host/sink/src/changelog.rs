@@ -175,15 +175,19 @@ impl ChangelogReader {
             .map_err(|e| self.fail(e.to_string()))?;
         let mut chunk = Vec::new();
         let mut idle_since = Instant::now();
-        loop {
+        // The consumer's position is asked only when no message is waiting: asking per
+        // message costs more than reading it. Only the position tells that the reader
+        // passed `end` when the last offsets are transaction markers, which read_committed
+        // consumers never see.
+        let passed_end = || {
             let next = self
                 .consumer
                 .position()
                 .ok()
                 .and_then(|p| p.find_partition(&self.topic, 0).map(|p| p.offset()));
-            if matches!(next, Some(Offset::Offset(n)) if n as u64 >= end) {
-                break;
-            }
+            matches!(next, Some(Offset::Offset(n)) if n as u64 >= end)
+        };
+        loop {
             if idle_since.elapsed() > self.wait {
                 return Err(self.fail(format!(
                     "it could not be read to offset {end} within {:?}; a transaction may be open on it",
@@ -191,7 +195,11 @@ impl ChangelogReader {
                 )));
             }
             match self.consumer.poll(Duration::from_millis(100)) {
-                None | Some(Err(KafkaError::PartitionEOF(_))) => {}
+                None | Some(Err(KafkaError::PartitionEOF(_))) => {
+                    if passed_end() {
+                        break;
+                    }
+                }
                 Some(Err(e)) => return Err(self.fail(e.to_string())),
                 Some(Ok(message)) => {
                     idle_since = Instant::now();
@@ -202,6 +210,9 @@ impl ChangelogReader {
                     chunk.push((key.to_vec(), message.payload().map(<[u8]>::to_vec)));
                     if chunk.len() >= CHUNK {
                         apply(std::mem::take(&mut chunk)).map_err(|e| self.fail(e))?;
+                    }
+                    if message.offset() as u64 + 1 >= end {
+                        break;
                     }
                 }
             }
