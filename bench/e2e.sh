@@ -32,7 +32,9 @@ for language in python js c go; do
   [[ ",$contestants," == *",sluice-$language,"* || ",$contestants," == *",sluice-$language-"* ]] && modules+=("gold-deals-$language")
 done
 [[ ",$contestants," == *",sluice-account,"* ]] && modules+=(account-pipeline)
-[[ ",$contestants," == *",sluice-account-js,"* ]] && modules+=(account-pipeline-js)
+for language in js python go c; do
+  [[ ",$contestants," == *",sluice-account-$language,"* ]] && modules+=("account-pipeline-$language")
+done
 for module in "${modules[@]}"; do
   "$CARGO_TARGET_DIR/$profile/sluice" build "transforms/$module" \
     --out-dir "$CARGO_TARGET_DIR/guests/components" --target-dir "$CARGO_TARGET_DIR/guests" >&2

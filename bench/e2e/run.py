@@ -16,10 +16,11 @@ Contestants:
   sluice-c-avro, sluice-c-json-schema, sluice-c-protobuf
                  sluice-c with the helpers' records written as Avro, JSON Schema or
                  Protobuf in Confluent's wire format (schema registry: scripts/registry.sh)
-  sluice-account, sluice-account-js
+  sluice-account, sluice-account-js, sluice-account-python, sluice-account-go,
+  sluice-account-c
                  sluice run, exactly-once, the account-pipeline example (keyed state:
-                 open deals per account, a changelog written with every commit) in Rust
-                 and in JavaScript
+                 open deals per account, a changelog written with every commit) in Rust,
+                 JavaScript, Python, Go and C
   native         Sluice's pipeline with gold-deals compiled into the host
   native-x2      native with two instances
   raw            gold-deals' records precomputed, then produced by rdkafka alone
@@ -45,7 +46,7 @@ from pathlib import Path
 from samples import rounds, speed_ratio, spread, wait_for_quiet
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "sluice-account", "sluice-account-js", "native", "native-x2", "raw", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "sluice-account", "sluice-account-js", "sluice-account-python", "sluice-account-go", "sluice-account-c", "native", "native-x2", "raw", "spark"]
 # The gold-deals module each Sluice contestant runs (the Rust one when not named).
 MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm", "sluice-go": "gold-deals-go.wasm"}
 # Contestants that write the helpers' records in a registry format: their bytes differ
@@ -56,7 +57,7 @@ for _name in ENCODINGS:
 # Contestants that keep keyed state (the account example): they make the example's
 # records, not gold-deals', so they are checked against each other, every language
 # and every run the same bytes.
-STATEFUL = {"sluice-account": "account-pipeline.wasm", "sluice-account-js": "account-pipeline-js.wasm"}
+STATEFUL = {"sluice-account": "account-pipeline.wasm", **{f"sluice-account-{language}": f"account-pipeline-{language}.wasm" for language in ("js", "python", "go", "c")}}
 MODULES.update(STATEFUL)
 REGISTRY = os.environ.get("SLUICE_BENCH_REGISTRY", f"http://127.0.0.1:{os.environ.get('SLUICE_REGISTRY_PORT', 18081)}/apis/ccompat/v7")
 # The local broker's secured listeners (scripts/kafka.sh) and their files.
@@ -427,7 +428,7 @@ def render(args, results, latency, large, restored):
         "- `sluice-eos-x2`, `native-x2`: the same with two instances of the module transforming batches at the same time (`[transform] instances = 2`; gold-deals keeps no state across batches).",
         "- `sluice-sasl-ssl`, `sluice-mtls`, `sluice-oauth`: `sluice-eos` over the local broker's SASL_SSL listener with SCRAM-SHA-512, its mutual-TLS listener, and its OAUTHBEARER listener with 12-second tokens from the OIDC server `scripts/kafka.sh` starts: the cost of TLS and authentication is the gap to `sluice-eos` (PLAINTEXT).",
         "- `sluice-c-avro`, `sluice-c-json-schema`, `sluice-c-protobuf`: `sluice-c` with `[sink.encoding] value` set to `avro`, `json-schema` or `protobuf` (`tests/data/schemas/gold-deal.proto`): the same records in Confluent's wire format with ids from the schema registry `scripts/registry.sh` runs (Apicurio); the cost of the format is the gap to `sluice-c` (JSON). Their bytes differ from the JSON contestants', so they are checked by count and against their own other runs.",
-        "- `sluice-account`, `sluice-account-js`: `sluice run` with the keyed-state example (`transforms/account-pipeline`, and `account-pipeline-js` in JavaScript): per change row a state read and one or two writes (the deal's group, the group's count), a record per group whose count changed in the batch, and every batch's state changes written to the pipeline's compacted changelog in the transaction of its records; each sample starts with an empty store and changelog. Their records are the example's (fewer than gold-deals'; records/s counts them), checked to be the same bytes in both languages and every run. The cost of state is the gap to `sluice-eos` over the same change rows.",
+        "- `sluice-account`, `sluice-account-js`, `-python`, `-go`, `-c`: `sluice run` with the keyed-state example (`transforms/account-pipeline`, and `account-pipeline-js`, `-python`, `-go`, `-c` through each language's SDK): per change row a state read and one or two writes (the deal's group, the group's count), a record per group whose count changed in the batch, and every batch's state changes written to the pipeline's compacted changelog in the transaction of its records; each sample starts with an empty store and changelog. Their records are the example's (fewer than gold-deals'; records/s counts them), checked to be the same bytes in every language and every run. The cost of state is the gap to `sluice-eos` over the same change rows.",
         "- `native`: Sluice's pipeline (the same source, loop and sink as `sluice run`, exactly-once) with the same gold-deals code compiled into the host instead of run as a module (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
         "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
         "- `spark`: pyspark with delta-spark and spark-sql-kafka, `readChangeFeed` from version 0, the same shaping, Spark's Kafka sink (at-least-once), `local[2]`, `availableNow`; wall time of the job, JVM start-up included.",

@@ -177,16 +177,7 @@ impl PipelineState {
             (None, Some(c)) => c.offset,
             _ => start,
         };
-        let mut changes = 0;
-        let mut read = 0;
-        changelog.read(from, end, &mut |entries| {
-            read += entries.len() as u64;
-            let batch: StateChanges = entries.into_iter().collect();
-            changes += batch.len() as u64;
-            self.store.apply(&batch)?;
-            progress(read, end.saturating_sub(from));
-            Ok(())
-        })?;
+        let changes = self.read_and_apply(changelog, from, end, progress)?;
         self.store.set_checkpoint(Checkpoint {
             offset: end,
             written_ms: now_ms(),
@@ -197,6 +188,51 @@ impl PipelineState {
             changes,
             rebuilt,
             took: started.elapsed(),
+        })
+    }
+
+    /// Reads the changelog from `from` to `end` on this thread while another applies
+    /// what was read to the store: the two take about as long, so a restore takes
+    /// half the time it would one after the other. Returns the changes applied.
+    fn read_and_apply(
+        &self,
+        changelog: &dyn Changelog,
+        from: u64,
+        end: u64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, StoreError> {
+        // Two chunks in flight bound the memory a restore holds.
+        let (chunks, received) = std::sync::mpsc::sync_channel::<StateChanges>(2);
+        std::thread::scope(|scope| {
+            let applier = scope.spawn(move || {
+                let mut changes = 0;
+                for batch in received {
+                    changes += batch.len() as u64;
+                    self.store.apply(&batch)?;
+                }
+                Ok::<u64, StoreError>(changes)
+            });
+            let mut read = 0;
+            let reading = changelog.read(from, end, &mut |entries| {
+                read += entries.len() as u64;
+                if chunks.send(entries.into_iter().collect()).is_err() {
+                    // The applier stopped on an error, which it returns.
+                    return Err(StoreError::Io {
+                        path: Default::default(),
+                        detail: "applying the changelog stopped".into(),
+                    });
+                }
+                progress(read, end.saturating_sub(from));
+                Ok(())
+            });
+            drop(chunks);
+            let applied = applier
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            // An applier's error explains a reader stopped by it.
+            let changes = applied?;
+            reading?;
+            Ok(changes)
         })
     }
 
@@ -360,5 +396,56 @@ mod tests {
         let restored = state.restore(&truncated, &mut |_, _| {}).unwrap();
         assert!(restored.rebuilt.unwrap().contains("no longer holds"));
         assert_eq!(store.entries(), vec![(b"m".to_vec(), b"n".to_vec())]);
+    }
+
+    /// A store whose writes fail, as a full disk's do.
+    struct FullDisk;
+
+    impl StateStore for FullDisk {
+        fn get(&self, _: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            Ok(None)
+        }
+        fn scan(
+            &self,
+            _: &[u8],
+            _: Option<&[u8]>,
+            _: usize,
+        ) -> Result<Vec<StateEntry>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn usage(&self) -> StateUsage {
+            StateUsage::default()
+        }
+        fn apply(&self, _: &StateChanges) -> Result<(), StoreError> {
+            Err(StoreError::Io {
+                path: "state.redb".into(),
+                detail: "no space left on device".into(),
+            })
+        }
+        fn checkpoint(&self) -> Result<Option<Checkpoint>, StoreError> {
+            Ok(None)
+        }
+        fn set_checkpoint(&self, _: Checkpoint) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn clear(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    /// The store is written on a thread of its own while the changelog is read: its
+    /// failure stops the reading and is the error the restore returns.
+    #[test]
+    fn a_store_failing_during_a_restore_is_the_error_it_returns() {
+        let changelog = MemoryChangelog::default();
+        for i in 0..20 {
+            changelog.append(&changes(&[(&format!("k{i}"), Some("v"))], None));
+        }
+        let state = PipelineState::new(Arc::new(FullDisk));
+        let error = state.restore(&changelog, &mut |_, _| {}).unwrap_err();
+        assert!(
+            error.to_string().contains("no space left on device"),
+            "{error}"
+        );
     }
 }
