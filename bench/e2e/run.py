@@ -159,6 +159,13 @@ def stages(log):
     return dict(zip(STAGES, map(float, match.groups()))) if match else None
 
 
+def state_access(log):
+    """Keys a stateful pipeline's module read and wrote, from its `Pipeline stopped.`
+    log line (None without it)."""
+    match = re.search(r"state_keys_read=(\d+) state_keys_written=(\d+)", log)
+    return {"read": int(match.group(1)), "written": int(match.group(2))} if match else None
+
+
 def last_json(text):
     return json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
 
@@ -249,7 +256,7 @@ change_headers = {'true' if follow else 'false'}
             )
             seconds = wall
         digest = last_json(subprocess.run([self.bin / "e2e", "digest", topic, self.args.bootstrap], check=True, capture_output=True, text=True).stdout)
-        return {"seconds": seconds, "cpu": cpu, "rss": rss, "count": digest["count"], "sha256": digest["sha256"], "stages": stages(err)}
+        return {"seconds": seconds, "cpu": cpu, "rss": rss, "count": digest["count"], "sha256": digest["sha256"], "stages": stages(err), "state": state_access(err)}
 
     def restore(self, name):
         """The last timed sample's state of a stateful contestant, restored from its
@@ -447,6 +454,22 @@ def render(args, results, latency, large, restored):
         for name, runs in profiled.items():
             cells = [f"{statistics.median(r['stages'][stage] for r in runs):.2f}" for stage in STAGES]
             lines.append(f"| {name} | {med(runs, 'seconds')[0]:.2f} | " + " | ".join(cells) + " |")
+    accessed = {name: runs for name, runs in results.items() if name in STATEFUL and all(r["state"] and r["stages"] for r in runs)}
+    if accessed:
+        lines += [
+            "",
+            "## State calls per SDK",
+            "",
+            "Keys each language's account example read and wrote through its SDK (each key of a `get-many` counts), from the pipeline's own counters, per second of the transform stage (the module's time, host calls included; median of the runs) and per second of the whole run.",
+            "",
+            "| contestant | keys read | keys written | transform s | keys/s in transform | keys/s of the run |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for name, runs in accessed.items():
+            keys = statistics.median(r["state"]["read"] + r["state"]["written"] for r in runs)
+            transform = statistics.median(r["stages"]["transform"] for r in runs)
+            seconds = med(runs, "seconds")[0]
+            lines.append(f"| {name} | {statistics.median(r['state']['read'] for r in runs):,.0f} | {statistics.median(r['state']['written'] for r in runs):,.0f} | {transform:.2f} | {keys / transform:,.0f} | {keys / seconds:,.0f} |")
     for name, figures in restored.items():
         lines += [
             "",

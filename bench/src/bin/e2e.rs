@@ -178,6 +178,7 @@ impl Instance for NativeGoldDealsInstance {
             records: out.records(),
             framed: Vec::new(),
             state: Default::default(),
+            state_access: Default::default(),
             rejected: out
                 .rejected()
                 .iter()

@@ -12,7 +12,7 @@ use crate::budget::{HostLimitExceeded, MAX_MESSAGE_BYTES, OutputBudget, record_b
 use crate::contract::{v0_1, v1};
 use crate::convert;
 use crate::error::{EngineError, TransformError, TrapKind};
-use crate::keyed::{KeyedSession, StateChanges, StateError, StateScope};
+use crate::keyed::{KeyedSession, StateAccess, StateChanges, StateError, StateScope};
 use crate::limits::{InstanceLimits, MAX_HANDLES, MemoryCapExceeded, TableCapExceeded};
 use crate::log::LogTap;
 use crate::state::{BatchState, HostState, Keyed};
@@ -42,6 +42,8 @@ pub struct BatchOutput {
     pub rejected: Vec<RejectedRow>,
     /// What it changed in its keyed state, to commit with the records.
     pub state: StateChanges,
+    /// How much of its keyed state it read and wrote.
+    pub state_access: StateAccess,
 }
 
 /// A checked component, linked and ready to instantiate.
@@ -175,13 +177,15 @@ impl TransformInstance {
                     return Err(self.bad_output(message));
                 }
                 result.map_err(|e| self.reported(e))?;
+                let (changes, access) = match keyed {
+                    Keyed::Batch(session) => session.finish(),
+                    Keyed::Init | Keyed::NotKept => Default::default(),
+                };
                 BatchOutput {
                     records: state.records,
                     framed: state.framed,
-                    state: match keyed {
-                        Keyed::Batch(session) => session.finish(),
-                        Keyed::Init | Keyed::NotKept => StateChanges::default(),
-                    },
+                    state: changes,
+                    state_access: access,
                     rejected: state
                         .rejected
                         .into_iter()
@@ -217,6 +221,7 @@ impl TransformInstance {
                     framed: Vec::new(),
                     rejected: Vec::new(),
                     state: StateChanges::default(),
+                    state_access: StateAccess::default(),
                 }
             }
         };

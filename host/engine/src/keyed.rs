@@ -304,6 +304,18 @@ pub(crate) struct KeyedSession {
     scope: StateScope,
     changes: StateChanges,
     usage: StateUsage,
+    /// What the module's calls read and wrote.
+    pub(crate) access: StateAccess,
+}
+
+/// How much of its state a module read and wrote in a batch: keys asked for (by `get`
+/// and `get-many`) and entries a `scan` returned, keys put or deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateAccess {
+    /// Keys read.
+    pub keys_read: u64,
+    /// Keys written (put or deleted).
+    pub keys_written: u64,
 }
 
 impl KeyedSession {
@@ -313,6 +325,7 @@ impl KeyedSession {
             scope,
             changes: StateChanges::default(),
             usage,
+            access: StateAccess::default(),
         }
     }
 
@@ -382,10 +395,11 @@ impl KeyedSession {
         Ok(())
     }
 
-    /// The batch's changes, with the usage they leave.
-    pub(crate) fn finish(mut self) -> StateChanges {
+    /// The batch's changes, with the usage they leave, and what the module's calls
+    /// read and wrote.
+    pub(crate) fn finish(mut self) -> (StateChanges, StateAccess) {
         self.changes.set_usage(self.usage);
-        self.changes
+        (self.changes, self.access)
     }
 }
 
@@ -577,7 +591,7 @@ mod tests {
             matches!(value, StateError::Value { bytes: 17, max: 16 }),
             "{value}"
         );
-        let finished = state.finish();
+        let (finished, _) = state.finish();
         assert_eq!(finished.usage(), Some(StateUsage { keys: 1, bytes: 2 }));
         assert_eq!(finished.len(), 2);
         assert_eq!(finished.lookup(b"absent"), None);

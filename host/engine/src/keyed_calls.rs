@@ -30,7 +30,9 @@ impl HostState {
 impl wit::Host for HostState {
     fn get(&mut self, key: Vec<u8>) -> wasmtime::Result<Option<Vec<u8>>> {
         let cap = self.limiter.memory_limit();
-        let value = self.session(GET)?.get(&key)?;
+        let session = self.session(GET)?;
+        session.access.keys_read += 1;
+        let value = session.get(&key)?;
         check_result(GET, value.as_ref().map_or(0, Vec::len), cap)?;
         Ok(value)
     }
@@ -41,6 +43,7 @@ impl wit::Host for HostState {
         })?;
         let cap = self.limiter.memory_limit();
         let session = self.session(GET_MANY)?;
+        session.access.keys_read += keys.len() as u64;
         let mut values = Vec::with_capacity(keys.len());
         let mut bytes = 0;
         for key in &keys {
@@ -53,12 +56,16 @@ impl wit::Host for HostState {
     }
 
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> wasmtime::Result<()> {
-        self.session(PUT)?.change(key, Some(value))?;
+        let session = self.session(PUT)?;
+        session.access.keys_written += 1;
+        session.change(key, Some(value))?;
         Ok(())
     }
 
     fn delete(&mut self, key: Vec<u8>) -> wasmtime::Result<()> {
-        self.session(DELETE)?.change(key, None)?;
+        let session = self.session(DELETE)?;
+        session.access.keys_written += 1;
+        session.change(key, None)?;
         Ok(())
     }
 
@@ -69,9 +76,9 @@ impl wit::Host for HostState {
         limit: u32,
     ) -> wasmtime::Result<Vec<wit::Entry>> {
         let cap = self.limiter.memory_limit();
-        let entries = self
-            .session(SCAN)?
-            .scan(&prefix, start_after.as_deref(), limit as usize)?;
+        let session = self.session(SCAN)?;
+        let entries = session.scan(&prefix, start_after.as_deref(), limit as usize)?;
+        session.access.keys_read += entries.len() as u64;
         let bytes = entries
             .iter()
             .map(|(key, value)| key.len() + value.len() + std::mem::size_of::<wit::Entry>())

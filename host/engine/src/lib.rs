@@ -40,8 +40,8 @@ pub use compile::{
 pub use error::{CompileLimit, EngineError, TransformError, TrapKind};
 pub use instance::{BatchOutput, OutputRecord, RejectedRow, TransformInstance};
 pub use keyed::{
-    Layered, MAX_KEY_BYTES, StateChanges, StateEntry, StateError, StateLimits, StateScope,
-    StateSource, StateUsage,
+    Layered, MAX_KEY_BYTES, StateAccess, StateChanges, StateEntry, StateError, StateLimits,
+    StateScope, StateSource, StateUsage,
 };
 pub use language::source_language;
 pub use limits::InstanceLimits;

@@ -44,6 +44,8 @@ pub struct PipelineMetrics {
     waiting: Mutex<Option<Waiting>>,
     stage_nanos: [AtomicU64; Stage::ALL.len()],
     state: Mutex<StateSnapshot>,
+    state_keys_read: AtomicU64,
+    state_keys_written: AtomicU64,
 }
 
 /// A stateful pipeline's state, as the metrics show it.
@@ -60,6 +62,11 @@ pub struct StateSnapshot {
     pub restore_total: u64,
     /// How long the last restore took, in seconds.
     pub restore_seconds: f64,
+    /// Counter: keys the module read (each key of a `get-many`, each entry of a
+    /// `scan`), work redone after a retry included.
+    pub keys_read: u64,
+    /// Counter: keys the module put or deleted, work redone included.
+    pub keys_written: u64,
 }
 
 /// A stage of the pipeline, timed on its own: the stages overlap, so their times add
@@ -215,6 +222,11 @@ impl PipelineMetrics {
             self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         }
         if let Ok(output) = result {
+            let access = output.state_access;
+            self.state_keys_read
+                .fetch_add(access.keys_read, Ordering::Relaxed);
+            self.state_keys_written
+                .fetch_add(access.keys_written, Ordering::Relaxed);
             for failed in &output.failed {
                 let counter = if failed.kind == "row" {
                     &self.failed_rows
@@ -347,7 +359,11 @@ impl PipelineMetrics {
                     wait: seconds(Stage::Wait),
                 }
             },
-            state: { *self.state.lock().unwrap_or_else(|e| e.into_inner()) },
+            state: StateSnapshot {
+                keys_read: load(&self.state_keys_read),
+                keys_written: load(&self.state_keys_written),
+                ..*self.state.lock().unwrap_or_else(|e| e.into_inner())
+            },
         }
     }
 }
@@ -361,6 +377,10 @@ mod tests {
         let metrics = PipelineMetrics::default();
         let ok = Ok(StageOutput {
             state: Default::default(),
+            state_access: sluice_engine::StateAccess {
+                keys_read: 3,
+                keys_written: 2,
+            },
             records: Vec::new(),
             framed: Vec::new(),
             failed: Vec::new(),
@@ -370,6 +390,10 @@ mod tests {
         metrics.record_batch(Duration::from_secs(9), &ok);
         let snapshot = metrics.snapshot();
         assert_eq!(snapshot.batches, 3);
+        assert_eq!(
+            (snapshot.state.keys_read, snapshot.state.keys_written),
+            (9, 6)
+        );
         assert_eq!(snapshot.batch_seconds_buckets[0], 1);
         assert_eq!(snapshot.batch_seconds_buckets[5], 1);
         assert_eq!(snapshot.batch_seconds_buckets.iter().sum::<u64>(), 2);

@@ -198,7 +198,7 @@ pub(crate) async fn run_with<D: Sink, C: ConnectSink<D>>(
     let summary = pipeline.summary;
     let counters = pipeline.metrics.snapshot();
     let stages = counters.stage_seconds;
-    tracing::info!(pipeline = name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, rows_failed = summary.rows_failed, storage_requests = counters.storage_requests, storage_failures = counters.storage_failures, source_retries = counters.source_retries, %stages, "Pipeline stopped.");
+    tracing::info!(pipeline = name, position = %summary.position, rows_in = summary.rows_in, records_out = summary.records_out, rows_failed = summary.rows_failed, storage_requests = counters.storage_requests, storage_failures = counters.storage_failures, source_retries = counters.source_retries, state_keys_read = counters.state.keys_read, state_keys_written = counters.state.keys_written, %stages, "Pipeline stopped.");
     Ok(summary)
 }
 

@@ -196,6 +196,7 @@ impl TransformStage {
                         records: Vec::new(),
                         framed: Vec::new(),
                         state: StateChanges::default(),
+                        state_access: Default::default(),
                         failed: (0..batch.num_rows() as u32)
                             .map(|row| FailedRow {
                                 row,
@@ -243,6 +244,7 @@ impl TransformStage {
                 framed,
                 failed,
                 state: output.state,
+                state_access: output.state_access,
             });
         }
     }

@@ -2,7 +2,7 @@
 //! A leaf, so the metrics that count it and the stage that makes it need not import
 //! each other.
 
-use sluice_engine::{Framed, OutputRecord, StateChanges};
+use sluice_engine::{Framed, OutputRecord, StateAccess, StateChanges};
 
 /// A row (or every row of a batch) the module failed on, with why.
 #[derive(Clone, Debug)]
@@ -25,4 +25,7 @@ pub(crate) struct StageOutput {
     pub failed: Vec<FailedRow>,
     /// What the module changed in its state (nothing when the batch failed).
     pub state: StateChanges,
+    /// How much of its state the module read and wrote (nothing counted when the
+    /// batch failed).
+    pub state_access: StateAccess,
 }

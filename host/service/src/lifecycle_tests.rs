@@ -720,6 +720,27 @@ async fn a_deploy_keeps_the_state_a_deploy_with_reset_empties_it_and_a_delete_de
     node.caught_up().await;
     let rows = node.delivered_once().len() as u64;
     assert_eq!(node.counts(), (1..=rows).collect::<Vec<_>>());
+    // Each row read its count and wrote it back: the metrics count both.
+    let status = node.status().await;
+    let counted = &status["counters"]["state"];
+    assert_eq!(
+        (
+            counted["keys_read"].as_u64(),
+            counted["keys_written"].as_u64()
+        ),
+        (Some(rows), Some(rows)),
+        "{counted}"
+    );
+    let (_, metrics) = node
+        .call_raw(Method::GET, "/metrics", OPERATOR, Body::empty())
+        .await;
+    let metrics = String::from_utf8_lossy(&metrics);
+    for family in ["keys_read_total", "keys_written_total"] {
+        let sample = format!(
+            "sluice_pipeline_keyed_state_{family}{{tenant=\"acme\",pipeline=\"deals\"}} {rows}\n"
+        );
+        assert!(metrics.contains(&sample), "{sample} in {metrics}");
+    }
     let changelog = |topic: &str| node.sink.latest_records("deals", topic, 1);
     let (first_topic, first_dir) = node.state_now().await;
     assert_eq!(

@@ -136,6 +136,54 @@ pub fn render(statuses: &[PipelineStatus]) -> String {
             s.counters.last_swap_pause_seconds
         }),
     );
+    // Keyed state, for the pipelines that keep it.
+    let keyed = |name: &'static str, value: fn(&sluice_pipeline::StateSnapshot) -> f64| {
+        move |out: &mut String| {
+            for s in statuses.iter().filter(|s| s.changelog_topic.is_some()) {
+                let _ = writeln!(out, "{name}{{{}}} {}", labels(s), value(&s.counters.state));
+            }
+        }
+    };
+    for (name, kind, help, value) in [
+        (
+            "sluice_pipeline_keyed_state_keys",
+            "gauge",
+            "Keys in the pipeline's committed keyed state on the node that runs it.",
+            (|s| s.keys as f64) as fn(&sluice_pipeline::StateSnapshot) -> f64,
+        ),
+        (
+            "sluice_pipeline_keyed_state_bytes",
+            "gauge",
+            "Bytes of the keys and values of its committed keyed state.",
+            |s| s.bytes as f64,
+        ),
+        (
+            "sluice_pipeline_keyed_state_restore_seconds",
+            "gauge",
+            "How long its last restore of the state from the changelog took.",
+            |s| s.restore_seconds,
+        ),
+        (
+            "sluice_pipeline_keyed_state_restore_offsets_left",
+            "gauge",
+            "Changelog offsets the restore in progress has yet to read (0 when none runs).",
+            |s| s.restore_total.saturating_sub(s.restore_read) as f64,
+        ),
+        (
+            "sluice_pipeline_keyed_state_keys_read_total",
+            "counter",
+            "Keys its module read from the state (each key of a get-many, each entry of a scan), work redone included.",
+            |s| s.keys_read as f64,
+        ),
+        (
+            "sluice_pipeline_keyed_state_keys_written_total",
+            "counter",
+            "Keys its module put or deleted, work redone included.",
+            |s| s.keys_written as f64,
+        ),
+    ] {
+        family(name, kind, help, &mut keyed(name, value));
+    }
     family(
         "sluice_pipeline_state",
         "gauge",

@@ -175,6 +175,7 @@ impl Instance for RowsInstance {
                 .collect(),
             framed: Vec::new(),
             state: Default::default(),
+            state_access: Default::default(),
             rejected: (0..skip.min(batch.num_rows()))
                 .map(|row| RejectedRow {
                     row: row as u32,
