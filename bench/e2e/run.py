@@ -335,7 +335,7 @@ def main():
     parser.add_argument("--rows", type=int, default=1_000_000, help="deals appended in version 0 (default 1000000)")
     parser.add_argument("--runs", type=int, default=5, help="timed samples per contestant, taken in interleaved rounds after one untimed warm-up run of each (default 5)")
     parser.add_argument("--max-load", type=float, default=0.5, help="cores other processes may keep busy before a sample; the harness waits up to 30 s for less, then takes the sample marked as noisy (default 0.5)")
-    parser.add_argument("--commits", type=int, default=300, help="commits timed in follow mode (default 300)")
+    parser.add_argument("--commits", type=int, default=300, help="commits timed in follow mode (default 300; 0 skips the latency run)")
     parser.add_argument("--large-commit", type=int, default=0, help="also stream one commit of this many deals with sluice-eos, for its peak memory (default 0: skip)")
     parser.add_argument("--contestants", default=",".join(CONTESTANTS), help="comma-separated subset")
     parser.add_argument("--bootstrap", default="127.0.0.1:19092")
@@ -379,7 +379,7 @@ def main():
         if len(json_digests) > 1 or len(counts) > 1 or len(stateful_digests) > 1 or any(len(digests[n]) != 1 for n in digests if n in ENCODINGS):
             sys.exit("CONTESTANTS DELIVERED DIFFERENT RECORDS:\n" + json.dumps({n: sorted(d) for n, d in digests.items()}, indent=1))
         restored = {name: bench.restore(name) for name in contestants if name in STATEFUL}
-        latency = bench.latency() if any(c.startswith("sluice") for c in contestants) else None
+        latency = bench.latency() if args.commits and any(c.startswith("sluice") for c in contestants) else None
         large = bench.large_commit(args.large_commit) if args.large_commit else None
         report = render(args, results, latency, large, restored)
         out = Path(args.out)
