@@ -7,6 +7,7 @@ import * as hostState from 'sluice:transform/state@1.2.0';
 import { Batch, Output } from './batch.js';
 import { BatchError, COMPARISONS, Params, RowError, scalar } from './model.js';
 import { keyedState } from './state.js';
+import { BufferedState } from './state_buffer.js';
 
 const TO_WIT = {
   insert: 'insert',
@@ -107,15 +108,12 @@ export const log = Object.freeze({
   error: (message) => hostLog('error', String(message)),
 });
 
+/** The host's state, with a batch's calls buffered (state_buffer.js). */
+const buffered = new BufferedState(hostState);
+
 /** The pipeline's keyed state, through the host: crossing a `[state]` limit, or using
  * state in a pipeline without `[state]`, stops the batch with the host's error. */
-export const state = keyedState({
-  get: (key) => hostState.get(key),
-  getMany: (keys) => hostState.getMany(keys),
-  put: (key, value) => hostState.put(key, value),
-  delete: (key) => hostState['delete'](key),
-  scan: (prefix, after, limit) => hostState.scan(prefix, after ?? undefined, limit),
-});
+export const state = keyedState(buffered);
 
 /** Makes `TransformClass` the module's transformer: `export const transformer =
  * exportTransform(MyTransform);` (the export must be called `transformer`). One
@@ -135,10 +133,13 @@ export function exportTransform(TransformClass) {
     transform(handle) {
       const host = new WitHost(handle);
       const out = new Output(host);
+      buffered.begin();
       try {
         transform.transform(new Batch(host), out);
         out.flush();
+        buffered.commit();
       } catch (error) {
+        buffered.discard();
         if (error instanceof RowError) throw { tag: 'row', val: { row: error.row, message: error.message } };
         if (error instanceof BatchError) throw { tag: 'batch', val: error.message };
         throw { tag: 'batch', val: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
