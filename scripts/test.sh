@@ -17,6 +17,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # Modules of a crate import each other one way only (docs/architecture.md).
 python3 -m pytest -q scripts/test_module_cycles.py
 python3 scripts/module_cycles.py
+# One version of each crate in `sluice`, but for the ones listed with their reason.
+python3 scripts/duplicates.py
 
 # The guest SDKs' own tests (the parts that need no host), each with the conformance
 # suite of guest-sdk/conformance (the Rust SDK and the host run it in sluice-model).

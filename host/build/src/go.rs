@@ -237,8 +237,6 @@ fn embed_contract(mut module: Vec<u8>) -> Result<Vec<u8>, String> {
         &resolve,
         world,
         wit_component::StringEncoding::UTF8,
-        // The bindings import and export under the standard names, not canonical ones.
-        false,
     )
     .map_err(|e| format!("{e:#}"))?;
     Ok(module)

@@ -79,6 +79,13 @@ fn reads_runtime() -> Result<Arc<TokioMultiThreadExecutor>, SourceError> {
     Ok(runtime.insert(Arc::new(started)).clone())
 }
 
+/// Gives the process the rustls provider (ring) that the default engine's HTTP client
+/// takes its TLS from; built without one of its own, it would panic on its first
+/// presigned file URL. Installing twice keeps the first, which serves as well.
+fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// One Delta table's change data feed.
 pub struct ChangeFeed {
     pub(crate) table: String,
@@ -112,6 +119,7 @@ impl ChangeFeed {
             options.storage_metrics.clone(),
             vended,
         )?;
+        install_tls_provider();
         let engine: Arc<dyn Engine> = Arc::new(
             DefaultEngineBuilder::new(opened.store.clone())
                 .with_task_executor(reads_runtime()?)
@@ -382,6 +390,14 @@ mod tests {
     use delta_kernel::arrow::array::RecordBatch;
 
     use super::*;
+
+    #[test]
+    fn the_default_engines_http_client_has_a_tls_provider() {
+        install_tls_provider();
+        reqwest::Client::builder()
+            .build()
+            .expect("a client for presigned file URLs");
+    }
 
     /// The versions of the rows read before the read ended, and how it ended.
     fn read_until_error(
