@@ -161,12 +161,24 @@ fn target_dir_for(dir: &Path, cargo_target_dir: Option<std::ffi::OsString>) -> P
     }
 }
 
-/// `SLUICE_SDK_DIR`, or the `guest-sdk` of the checkout this tool was built from.
+/// `SLUICE_SDK_DIR`; else the SDKs installed beside the running `sluice`
+/// (`<prefix>/share/sluice/guest-sdk` for `<prefix>/bin/sluice`, as the release archive
+/// lays them out); else the `guest-sdk` of the checkout this tool was built from.
 pub fn default_sdk_dir() -> PathBuf {
-    std::env::var_os("SLUICE_SDK_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk"),
-        PathBuf::from,
-    )
+    if let Some(dir) = std::env::var_os("SLUICE_SDK_DIR") {
+        return PathBuf::from(dir);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| installed_sdk_dir(&exe))
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk"))
+}
+
+/// The SDKs of an installed `sluice` at `exe`, when they are there.
+fn installed_sdk_dir(exe: &Path) -> Option<PathBuf> {
+    let prefix = exe.parent()?.parent()?;
+    let dir = prefix.join("share/sluice/guest-sdk");
+    dir.is_dir().then_some(dir)
 }
 
 /// `SLUICE_TOOLS_DIR`, or `sluice/tools` in the user's cache directory.
@@ -321,6 +333,18 @@ mod tests {
         std::fs::create_dir(dir.path().join("src")).unwrap();
         std::fs::write(dir.path().join("src/index.ts"), "").unwrap();
         assert_eq!(Language::detect(dir.path()).unwrap(), Language::TypeScript);
+    }
+
+    #[test]
+    fn an_installed_sluice_finds_the_sdks_beside_it() {
+        let prefix = tempfile::tempdir().unwrap();
+        let exe = prefix.path().join("bin/sluice");
+        assert_eq!(installed_sdk_dir(&exe), None, "no SDKs installed yet");
+        std::fs::create_dir_all(prefix.path().join("share/sluice/guest-sdk")).unwrap();
+        assert_eq!(
+            installed_sdk_dir(&exe),
+            Some(prefix.path().join("share/sluice/guest-sdk"))
+        );
     }
 
     #[test]

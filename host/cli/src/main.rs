@@ -147,7 +147,9 @@ enum Command {
         /// when it is set, else `<dir>/target`).
         #[arg(long)]
         target_dir: Option<PathBuf>,
-        /// The guest SDKs (default: `SLUICE_SDK_DIR`, or this checkout's `guest-sdk`).
+        /// The guest SDKs (default: `SLUICE_SDK_DIR`, else `../share/sluice/guest-sdk`
+        /// beside this binary as the release archive installs them, else this
+        /// checkout's `guest-sdk`).
         #[arg(long)]
         sdk_dir: Option<PathBuf>,
     },
@@ -159,8 +161,7 @@ enum Command {
         lang: sluice_build::Language,
         /// The new project's directory; its name names the module.
         dir: PathBuf,
-        /// The guest SDKs the project uses (default: `SLUICE_SDK_DIR`, or this
-        /// checkout's `guest-sdk`).
+        /// The guest SDKs the project uses (default: as for `sluice build`).
         #[arg(long)]
         sdk_dir: Option<PathBuf>,
     },

@@ -26,6 +26,7 @@ mod languages;
 mod motivating_case;
 mod object_store;
 mod registry_outage;
+mod release;
 mod schema_changes;
 mod security;
 mod service_cli;
