@@ -142,29 +142,29 @@ func column(c types.Column) abi.Column {
 	v := c.Values
 	col := abi.Column{Name: c.Name, Kind: abi.Kind(v.Tag())}
 	switch v.Tag() {
-	case types.ColumnValues_Boolean:
+	case types.ColumnValuesBoolean:
 		col.Valid, col.Bools = values(v.Boolean(), func(b bool) bool { return b })
-	case types.ColumnValues_Int32:
+	case types.ColumnValuesInt32:
 		col.Valid, col.Ints = values(v.Int32(), widen)
-	case types.ColumnValues_Date:
+	case types.ColumnValuesDate:
 		col.Valid, col.Ints = values(v.Date(), widen)
-	case types.ColumnValues_Int64:
+	case types.ColumnValuesInt64:
 		col.Valid, col.Ints = values(v.Int64(), same)
-	case types.ColumnValues_Timestamp:
+	case types.ColumnValuesTimestamp:
 		col.Valid, col.Ints = values(v.Timestamp(), same)
-	case types.ColumnValues_TimestampNtz:
+	case types.ColumnValuesTimestampNtz:
 		col.Valid, col.Ints = values(v.TimestampNtz(), same)
-	case types.ColumnValues_Float32:
+	case types.ColumnValuesFloat32:
 		col.Valid, col.Floats = values(v.Float32(), func(f float32) float64 { return float64(f) })
-	case types.ColumnValues_Float64:
+	case types.ColumnValuesFloat64:
 		col.Valid, col.Floats = values(v.Float64(), func(f float64) float64 { return f })
-	case types.ColumnValues_Utf8:
+	case types.ColumnValuesUtf8:
 		col.Valid, col.Strings = values(v.Utf8(), text)
-	case types.ColumnValues_Decimal:
+	case types.ColumnValuesDecimal:
 		col.Valid, col.Strings = values(v.Decimal(), text)
-	case types.ColumnValues_Text:
+	case types.ColumnValuesText:
 		col.Valid, col.Strings = values(v.Text(), text)
-	case types.ColumnValues_Binary:
+	case types.ColumnValuesBinary:
 		col.Valid, col.Bytes = values(v.Binary(), func(b []byte) []byte { return b })
 	}
 	return col
