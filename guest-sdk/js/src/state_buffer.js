@@ -32,7 +32,7 @@ export class BufferedState {
     this.active = false;
     /** What the batch knows of each key it read or wrote: bytes, or null when absent. */
     this.known = new Map();
-    /** Writes not yet sent: id -> [key, value or null]. */
+    /** Keys written and not yet sent (id -> key); their values are in `known`. */
     this.pending = new Map();
     /** Bytes of keys and values in `pending` (rewrites of a key counted again). */
     this.pendingBytes = 0;
@@ -61,7 +61,8 @@ export class BufferedState {
   }
 
   flush() {
-    for (const [key, value] of this.pending.values()) {
+    for (const [k, key] of this.pending) {
+      const value = this.known.get(k);
       if (value === null) this.host['delete'](key);
       else this.host.put(key, value);
     }
@@ -72,7 +73,7 @@ export class BufferedState {
   /** Keeps a write to send later, sending all of them once they grow past FLUSH_BYTES. */
   buffer(k, key, value) {
     this.known.set(k, value);
-    this.pending.set(k, [key, value]);
+    this.pending.set(k, key);
     this.pendingBytes += key.length + (value === null ? 0 : value.length);
     if (this.pendingBytes > FLUSH_BYTES) this.flush();
   }
@@ -87,17 +88,14 @@ export class BufferedState {
   getMany(keys) {
     if (!this.active) return this.host.getMany(keys);
     const ids = keys.map(id);
-    const missing = [];
-    const asked = new Set();
+    // Each key the batch does not know yet, once: id -> key.
+    const missing = new Map();
     ids.forEach((k, i) => {
-      if (!this.known.has(k) && !asked.has(k)) {
-        asked.add(k);
-        missing.push(keys[i]);
-      }
+      if (!this.known.has(k)) missing.set(k, keys[i]);
     });
-    if (missing.length > 0) {
-      const values = this.host.getMany(missing);
-      missing.forEach((key, i) => this.known.set(id(key), values[i] ?? null));
+    if (missing.size > 0) {
+      const values = this.host.getMany([...missing.values()]);
+      [...missing.keys()].forEach((k, i) => this.known.set(k, values[i] ?? null));
     }
     return ids.map((k) => copy(this.known.get(k)));
   }
