@@ -110,8 +110,30 @@ pub enum PipelineAction {
         sample_rows: Option<usize>,
         /// Start the new module with empty keyed state (a pipeline with `[state]`): the
         /// pipeline restarts on a new changelog topic and the old state is deleted.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "shadow")]
         reset_state: bool,
+        /// Run the module in the pipeline's shadow instead: beside the live module on
+        /// the same batches, its records compared and never produced. See the result
+        /// with `sluice pipeline shadow show`, then promote or discard it.
+        #[arg(long, conflicts_with = "sample_rows")]
+        shadow: bool,
+        /// With --shadow: stop after comparing this many batches.
+        #[arg(long, requires = "shadow")]
+        batches: Option<u64>,
+        /// With --shadow: stop after comparing this many change rows.
+        #[arg(long, requires = "shadow")]
+        rows: Option<u64>,
+        /// With --shadow: stop after this long (`30m`, `2h`; default 1h, at most 7 days).
+        #[arg(long = "for", value_name = "DURATION", requires = "shadow")]
+        duration: Option<String>,
+        /// With --shadow: differences to keep as a sample (default 20, at most 1000).
+        #[arg(long, requires = "shadow")]
+        differences: Option<usize>,
+    },
+    /// Show, promote or discard a pipeline's shadow deploy.
+    Shadow {
+        #[command(subcommand)]
+        action: ShadowAction,
     },
     /// Swap back to the module before the last swap.
     Rollback {
@@ -155,6 +177,30 @@ pub enum PipelineAction {
         /// Keep printing new lines.
         #[arg(long, short)]
         follow: bool,
+    },
+}
+
+/// What to do with a pipeline's shadow deploy.
+#[derive(Subcommand)]
+pub enum ShadowAction {
+    /// Print the comparison so far: records equal, changed, added and missing by
+    /// topic, the candidate's errors and cost, and the sample of differences as a diff.
+    Show {
+        /// The pipeline's name.
+        name: String,
+        /// Print the report as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the shadow's module the live one: a swap at the next batch boundary.
+    Promote {
+        /// The pipeline's name.
+        name: String,
+    },
+    /// Stop the shadow and forget it; the live module is untouched.
+    Discard {
+        /// The pipeline's name.
+        name: String,
     },
 }
 
@@ -451,8 +497,50 @@ pub fn pipeline(server: &ServerArgs, action: PipelineAction) -> anyhow::Result<(
         PipelineAction::Deploy {
             name,
             module,
+            shadow: true,
+            batches,
+            rows,
+            duration,
+            differences,
+            ..
+        } => {
+            let module = client.module(&module)?;
+            let body = serde_json::json!({
+                "module": module,
+                "batches": batches,
+                "rows": rows,
+                "duration": duration,
+                "differences": differences,
+            });
+            let report = client.send("POST", &at(&name, "/shadow"), Some(body))?;
+            print!("{}", crate::shadow_view::render(&report));
+            Ok(())
+        }
+        PipelineAction::Shadow { action } => match action {
+            ShadowAction::Show { name, json } => {
+                let report = client.get(&at(&name, "/shadow"))?;
+                if json {
+                    print(&report)
+                } else {
+                    print!("{}", crate::shadow_view::render(&report));
+                    Ok(())
+                }
+            }
+            ShadowAction::Promote { name } => {
+                print(&client.send("POST", &at(&name, "/shadow/promote"), None)?)
+            }
+            ShadowAction::Discard { name } => {
+                let report = client.send("POST", &at(&name, "/shadow/discard"), None)?;
+                print!("{}", crate::shadow_view::render(&report));
+                Ok(())
+            }
+        },
+        PipelineAction::Deploy {
+            name,
+            module,
             sample_rows,
             reset_state,
+            ..
         } => {
             let module = client.module(&module)?;
             let body = serde_json::json!({

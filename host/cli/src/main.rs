@@ -3,6 +3,7 @@
 mod admin;
 mod progress;
 mod report;
+mod shadow_view;
 mod state;
 
 use std::path::PathBuf;

@@ -240,6 +240,11 @@ impl TransformInstance {
         self.store.data().limiter.memory_peak > self.limits.recycle_memory_bytes
     }
 
+    /// The largest linear memory the instance reached, in bytes.
+    pub fn memory_peak(&self) -> usize {
+        self.store.data().limiter.memory_peak
+    }
+
     fn input_error(&self, message: String) -> TransformError {
         TransformError::Input {
             module: self.module.clone(),

@@ -26,6 +26,7 @@ mod records;
 mod run;
 mod sample;
 mod schema_ids;
+mod shadow;
 mod sink;
 mod stage;
 mod stage_output;
@@ -53,6 +54,10 @@ pub use outage::{Waiting, WaitingFor};
 pub use preview::{PreviewEncoding, PreviewOptions, PreviewSummary, preview};
 pub use run::{RunControls, RunMode, RunSummary, SwapReport, SwapRequest};
 pub use sample::{SampleRefusal, try_on_sample};
+pub use shadow::{
+    CandidateError, Difference, DifferenceKind, MAX_FAILED_IN_A_ROW, ModuleCost, RecordCounts,
+    RecordView, RejectionCounts, Shadow, ShadowLimits, ShadowPhase, ShadowReport, ShadowSlot,
+};
 pub use sink::{ConnectSink, KafkaChangelog, Sink};
 pub use sluice_sink::{
     DeliveryMode, KafkaSink, SourcePosition, client_properties, is_secret_property, load_position,

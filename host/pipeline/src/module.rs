@@ -47,6 +47,10 @@ pub trait Instance: Send {
     fn wants_recycling(&self) -> bool {
         false
     }
+    /// The largest linear memory the instance reached, in bytes (0 when unknown).
+    fn memory_peak(&self) -> usize {
+        0
+    }
 }
 
 impl Module for TransformModule {
@@ -88,5 +92,9 @@ impl Instance for TransformInstance {
 
     fn wants_recycling(&self) -> bool {
         TransformInstance::wants_recycling(self)
+    }
+
+    fn memory_peak(&self) -> usize {
+        TransformInstance::memory_peak(self)
     }
 }

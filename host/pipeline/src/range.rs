@@ -18,6 +18,7 @@ use crate::error::PipelineError;
 use crate::metrics::{PipelineMetrics, Stage};
 use crate::queue::{ByteReceiver, ByteSender, byte_queue};
 use crate::records::{MadeBy, RecordBuilder};
+use crate::shadow::{LiveBatch, ShadowSlot};
 use crate::stage::TransformStage;
 use crate::work::blocking_step;
 
@@ -67,7 +68,8 @@ pub(crate) struct RangeJob {
 impl RangeJob {
     /// Starts reading `feed` from `from` (through `latest`, or to the snapshot's end),
     /// after what `from` is preceded by, and transforming with `stages`, which
-    /// [`RangeJob::stop`] gives back.
+    /// [`RangeJob::stop`] gives back; each transformed batch goes to the shadow in
+    /// `shadow` too, while one runs.
     pub(crate) fn start(
         feed: Arc<ChangeFeed>,
         from: (Position, Preceded),
@@ -75,6 +77,7 @@ impl RangeJob {
         stages: Vec<TransformStage>,
         builder: Arc<RecordBuilder>,
         metrics: Arc<PipelineMetrics>,
+        shadow: Arc<ShadowSlot>,
     ) -> RangeJob {
         let (batches_in, batches_out) = byte_queue(READ_AHEAD_BYTES);
         let (prepared_in, prepared_out) = byte_queue(TRANSFORM_AHEAD_BYTES);
@@ -85,6 +88,7 @@ impl RangeJob {
             batches_out,
             prepared_in,
             metrics,
+            shadow,
         ));
         RangeJob {
             prepared: Some(prepared_out),
@@ -171,8 +175,15 @@ fn marked_snapshot(mut batch: ChangeBatch) -> ChangeBatch {
 }
 
 /// A batch being transformed on one stage: the stage comes back with the batch's
-/// records, the bytes they hold and the time it took.
-type Transforming = JoinHandle<(Option<TransformStage>, Prepared, usize, Duration)>;
+/// records, the bytes they hold, the time it took and, while a shadow runs, what the
+/// shadow compares.
+type Transforming = JoinHandle<(
+    Option<TransformStage>,
+    Prepared,
+    usize,
+    Duration,
+    Option<LiveBatch>,
+)>;
 
 /// Transforms batches from `batches` into records for `out`, each batch one blocking
 /// step on a free stage, until the range ends, fails, or the loop stops taking them.
@@ -183,6 +194,7 @@ async fn transform(
     mut batches: ByteReceiver<Result<ChangeBatch, SourceError>>,
     out: ByteSender<Prepared>,
     metrics: Arc<PipelineMetrics>,
+    shadow: Arc<ShadowSlot>,
 ) -> Vec<TransformStage> {
     let mut running: VecDeque<Transforming> = VecDeque::new();
     let mut reading = true;
@@ -197,12 +209,16 @@ async fn transform(
                 if !running.is_empty() =>
             {
                 running.pop_front();
-                let (stage, prepared, bytes, took) = match done {
+                let (stage, prepared, bytes, took, live) = match done {
                     Ok(done) => done,
                     Err(error) => std::panic::resume_unwind(error.into_panic()),
                 };
                 free.extend(stage);
                 metrics.record_stage(Stage::Transform, took);
+                // In table order, so the shadow knows a batch redone after an abort.
+                if let (Some(live), Some(shadow)) = (live, shadow.running()) {
+                    shadow.offer(live);
+                }
                 // Schema ids in batch order: a new schema version is registered after
                 // the batches written with the one before it.
                 let prepared = match prepared {
@@ -226,17 +242,19 @@ async fn transform(
                 Some(Ok(batch)) => {
                     let mut stage = free.pop().expect("a stage is free");
                     let builder = builder.clone();
+                    let shadowed = shadow.running().is_some();
                     running.push_back(tokio::spawn(blocking_step(move || {
                         let started = Instant::now();
-                        let (prepared, bytes) = prepare(&mut stage, &builder, &batch);
-                        (Some(stage), prepared, bytes, started.elapsed())
+                        let (prepared, bytes, live) =
+                            prepare(&mut stage, &builder, batch, shadowed);
+                        (Some(stage), prepared, bytes, started.elapsed(), live)
                     })));
                 }
                 Some(Err(error)) => {
                     // After the batches before it, like any result.
                     let failed = Prepared::Failed(error.into());
                     running.push_back(tokio::spawn(async move {
-                        (None, failed, 0, Duration::ZERO)
+                        (None, failed, 0, Duration::ZERO, None)
                     }));
                     reading = false;
                 }
@@ -254,28 +272,41 @@ async fn transform(
     free
 }
 
-/// One batch through the stage and into records, with the bytes they hold.
+/// One batch through the stage and into records, with the bytes they hold and, when
+/// `shadowed`, a copy of the module's work for the shadow to compare.
 fn prepare(
     stage: &mut TransformStage,
     builder: &RecordBuilder,
-    batch: &ChangeBatch,
-) -> (Prepared, usize) {
-    match stage.apply(&batch.batch) {
+    batch: ChangeBatch,
+    shadowed: bool,
+) -> (Prepared, usize, Option<LiveBatch>) {
+    let started = Instant::now();
+    let applied = stage.apply(&batch.batch);
+    let took = started.elapsed();
+    match applied {
         Ok(mut output) => {
             let made_by = MadeBy {
                 name: stage.name(),
                 digest: stage.digest(),
             };
             let framed = std::mem::take(&mut output.framed);
-            if let Err(refused) = builder.refuse_unframed(batch, &output, &framed) {
-                return (Prepared::Failed(refused), 0);
+            if let Err(refused) = builder.refuse_unframed(&batch, &output, &framed) {
+                return (Prepared::Failed(refused), 0, None);
             }
             let state = Arc::new(std::mem::take(&mut output.state));
             if let Some(keyed) = stage.keyed() {
                 // The next batches read these changes before they are committed.
                 keyed.state.push(batch.end, state.clone());
             }
-            let built = builder.build(batch, output, made_by);
+            let copied = shadowed.then(|| {
+                let failed = output
+                    .failed
+                    .iter()
+                    .map(|f| (f.row, f.error.clone()))
+                    .collect();
+                (output.records.clone(), failed, stage.memory_peak())
+            });
+            let built = builder.build(&batch, output, made_by);
             let bytes = built.bytes as usize;
             let prepared = Prepared::Batch(PreparedBatch {
                 end: batch.end,
@@ -286,11 +317,19 @@ fn prepare(
                 framed,
                 state,
             });
-            (prepared, bytes)
+            let live = copied.map(|(records, failed, memory_peak)| LiveBatch {
+                batch,
+                records,
+                failed,
+                took,
+                memory_peak,
+            });
+            (prepared, bytes, live)
         }
         Err((row, source)) => (
-            Prepared::Failed(builder.transform_error(batch, row, source)),
+            Prepared::Failed(builder.transform_error(&batch, row, source)),
             0,
+            None,
         ),
     }
 }

@@ -20,6 +20,7 @@ use crate::progress::Progress;
 use crate::range::{Prepared, PreparedBatch, RangeJob};
 use crate::records::RecordBuilder;
 use crate::schema_ids::SchemaIds;
+use crate::shadow::ShadowSlot;
 use crate::sink::{ConnectSink, Sink};
 use crate::stage::TransformStage;
 use crate::start::{StartFrom, Started, latest_version, start};
@@ -89,6 +90,8 @@ pub struct RunControls {
     /// Whether progress on long work is shown another way (a progress bar drawn from
     /// the metrics), so the run does not log it.
     pub quiet_progress: bool,
+    /// Where a shadow deploy is put to run beside the live module.
+    pub shadow: Arc<ShadowSlot>,
 }
 
 /// Pause before redoing work after an aborted transaction.
@@ -169,6 +172,7 @@ pub(crate) async fn run_with<D: Sink, C: ConnectSink<D>>(
             .map_or(Duration::ZERO, |registry| registry.max_outage),
         outage: None,
         keyed,
+        shadow: controls.shadow,
     };
 
     let result = pipeline.follow(config, mode, &mut shutdown).await;
@@ -248,6 +252,7 @@ struct Pipeline<'a, D, C> {
     outage: Option<Outage>,
     /// The pipeline's state, if it keeps state.
     keyed: Option<KeyedState>,
+    shadow: Arc<ShadowSlot>,
 }
 
 /// When sent work is committed (in exactly-once mode, when a transaction ends).
@@ -550,6 +555,7 @@ impl<D: Sink, C: ConnectSink<D>> Pipeline<'_, D, C> {
             stages,
             self.builder.clone(),
             self.metrics.clone(),
+            self.shadow.clone(),
         )
     }
 

@@ -77,9 +77,7 @@ impl TransformStage {
         metrics: Arc<PipelineMetrics>,
         keyed: Option<StageState>,
     ) -> Result<TransformStage, EngineError> {
-        let params = config.transform_params();
-        let format = Arc::new(config.format());
-        let instance = module.instantiate(&params, format.clone())?;
+        let instance = module.instantiate(&config.transform_params(), Arc::new(config.format()))?;
         tracing::info!(
             pipeline = config.pipeline.name,
             module = module.name(),
@@ -87,17 +85,36 @@ impl TransformStage {
             digest = module.digest(),
             "Transform module loaded."
         );
-        Ok(TransformStage {
+        let mut stage = TransformStage::with_instance(config, module, instance, metrics);
+        stage.keyed = keyed;
+        Ok(stage)
+    }
+
+    /// A stage of `config`'s pipeline, without keyed state, that starts with
+    /// `instance` (one of `module`'s, initialised with the pipeline's parameters).
+    pub(crate) fn with_instance(
+        config: &PipelineConfig,
+        module: Arc<dyn Module>,
+        instance: Box<dyn Instance>,
+        metrics: Arc<PipelineMetrics>,
+    ) -> TransformStage {
+        TransformStage {
             module,
-            params,
-            format,
+            params: config.transform_params(),
+            format: Arc::new(config.format()),
             instance: Some(instance),
             policy: config.transform.on_error,
             topics: TopicRule::of(&config.sink),
             pipeline: config.pipeline.name.clone(),
             metrics,
-            keyed,
-        })
+            keyed: None,
+        }
+    }
+
+    /// The largest linear memory the running instance reached, in bytes (0 between
+    /// instances).
+    pub(crate) fn memory_peak(&self) -> u64 {
+        self.instance.as_ref().map_or(0, |i| i.memory_peak() as u64)
     }
 
     /// The pipeline's state, if it keeps state.

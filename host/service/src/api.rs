@@ -19,6 +19,7 @@ use tokio_stream::wrappers::{BroadcastStream, WatchStream};
 mod access;
 mod relay;
 mod reply;
+mod shadow;
 mod state;
 
 use access::PipelineScope;
@@ -72,6 +73,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route(&format!("{pipeline}/history"), get(history))
         .route(&format!("{pipeline}/dead-letters"), get(dead_letters))
         .merge(state::routes(pipeline))
+        .merge(shadow::routes(pipeline))
         // Room for the largest module a tenant may upload; the tenant's own limit is
         // checked with a clear message.
         .layer(DefaultBodyLimit::max(

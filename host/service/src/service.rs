@@ -15,6 +15,7 @@ mod placement;
 mod refusals;
 mod registry;
 mod reports;
+mod shadow;
 mod tenancy;
 mod views;
 
@@ -44,6 +45,7 @@ pub use last_swap::LastSwap;
 use placement::{Alone, Placement};
 pub use refusals::Refusal;
 use registry::{Entry, Reserved};
+pub use shadow::ShadowDeploy;
 #[cfg(test)]
 pub(crate) use tenancy::reaches_host_files;
 use tenancy::{Tenant, check_room};
@@ -371,6 +373,7 @@ impl Service {
     pub async fn delete(&self, tenant: &TenantScope, name: &str) -> Result<(), ServiceError> {
         let entry = self.found(|| self.entry(tenant, name)).await?;
         self.placement().remove(self, &entry).await?;
+        entry.shadow.take("its pipeline was deleted");
         tracing::info!(%tenant, pipeline = name, "A pipeline was deleted.");
         Ok(())
     }

@@ -34,6 +34,7 @@ mod service_cluster;
 mod service_restart;
 mod service_swap;
 mod service_tenants;
+mod shadow;
 mod shell;
 mod spark_tables;
 mod start_positions;

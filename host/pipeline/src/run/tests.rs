@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::*;
 use crate::memory_sink::{Call, Failure, MemorySink, Seen};
+use crate::shadow::{DifferenceKind, Shadow, ShadowLimits, ShadowPhase, ShadowSlot};
 
 /// A table with several versions of inserts, updates and deletes (from delta-kernel's
 /// test data, in the repository's fixtures).
@@ -243,12 +244,24 @@ async fn run_in(
         quiet_progress: true,
         ..RunControls::default()
     };
+    let result = run_on(mode, config, controls, delivery, shutdown).await;
+    Outcome { result, metrics }
+}
+
+/// The loop over `delivery` with `controls`, from the stored position.
+async fn run_on(
+    mode: RunMode,
+    config: &PipelineConfig,
+    controls: RunControls,
+    delivery: &MemorySink,
+    shutdown: watch::Receiver<bool>,
+) -> Result<RunSummary, PipelineError> {
     let sink = delivery.clone();
     let connect = move || {
         let sink = sink.clone();
         async move { sink.connect().await }
     };
-    let result = run_with(
+    run_with(
         config,
         mode,
         StartFrom::StoredPosition,
@@ -256,8 +269,7 @@ async fn run_in(
         controls,
         connect,
     )
-    .await;
-    Outcome { result, metrics }
+    .await
 }
 
 async fn run_to_latest(config: &PipelineConfig, module: Rows, delivery: &MemorySink) -> Outcome {
@@ -813,21 +825,8 @@ async fn run_counting(
         quiet_progress: true,
         ..RunControls::default()
     };
-    let sink = delivery.clone();
-    let connect = move || {
-        let sink = sink.clone();
-        async move { sink.connect().await }
-    };
     let (_stop, shutdown) = watch::channel(false);
-    let result = run_with(
-        config,
-        RunMode::StopAtLatest,
-        StartFrom::StoredPosition,
-        shutdown,
-        controls,
-        connect,
-    )
-    .await;
+    let result = run_on(RunMode::StopAtLatest, config, controls, delivery, shutdown).await;
     Outcome { result, metrics }
 }
 
@@ -921,4 +920,185 @@ fn assert_counted_once(seen: &Seen, case: &str) {
         "{case}: each row counted once, in order"
     );
     assert_eq!(changelog_count(seen), Some(total), "{case}");
+}
+
+/// A module that fails every batch it is given.
+#[derive(Clone)]
+struct AlwaysFails;
+
+impl Module for AlwaysFails {
+    fn name(&self) -> &str {
+        "always-fails"
+    }
+    fn digest(&self) -> &str {
+        "f"
+    }
+    fn contract(&self) -> &str {
+        "test"
+    }
+    fn instantiate(
+        &self,
+        _: &[(String, String)],
+        _: Arc<Format>,
+    ) -> Result<Box<dyn Instance>, EngineError> {
+        Ok(Box::new(AlwaysFails))
+    }
+}
+
+impl Instance for AlwaysFails {
+    fn transform(&mut self, _: &RecordBatch) -> Result<BatchOutput, TransformError> {
+        Err(TransformError::Batch {
+            module: "always-fails".into(),
+            message: "nothing works".into(),
+        })
+    }
+}
+
+/// Runs `live` to the latest version with `candidate` in its shadow, and waits for the
+/// shadow to compare what the live module did (or to end).
+async fn run_shadowed(
+    config: &PipelineConfig,
+    live: Rows,
+    candidate: Arc<dyn Module>,
+    limits: ShadowLimits,
+    delivery: &MemorySink,
+) -> crate::shadow::ShadowReport {
+    let instance = candidate
+        .instantiate(&config.transform_params(), Arc::new(config.format()))
+        .unwrap();
+    let shadow = Shadow::start(config, live.digest, candidate, instance, limits);
+    let slot = Arc::new(ShadowSlot::default());
+    slot.install(shadow.clone());
+    let controls = RunControls {
+        module: Some(Arc::new(live)),
+        quiet_progress: true,
+        shadow: slot,
+        ..RunControls::default()
+    };
+    let (_stop, shutdown) = watch::channel(false);
+    let summary = run_on(RunMode::StopAtLatest, config, controls, delivery, shutdown)
+        .await
+        .unwrap();
+    assert_eq!(summary.position, Position::at_version(latest() + 1));
+    for _ in 0..500 {
+        let report = shadow.report();
+        if !shadow.is_running()
+            || (report.through.is_some() && report.through == report.live_through)
+        {
+            return report;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the shadow did not catch up: {:?}", shadow.report());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_of_the_same_module_finds_every_record_equal_and_produces_nothing() {
+    let delivery = MemorySink::default();
+    // An abort redoes batches the shadow has compared already: they count once.
+    delivery.fail(Call::Commit(2), Failure::Abort);
+    let report = run_shadowed(
+        &config(""),
+        rows("a"),
+        Arc::new(rows("a")),
+        ShadowLimits::default(),
+        &delivery,
+    )
+    .await;
+    let seen = delivery.seen();
+    assert_eq!(seen.origins(), all_rows(), "the live records, once each");
+    let rows = all_rows().len() as u64;
+    assert_eq!(report.rows, rows);
+    assert_eq!(report.skipped_batches, 0);
+    assert_eq!(report.topics["out"].equal, rows);
+    assert!(!report.total().differs());
+    assert!(report.differences.is_empty());
+    assert_eq!(report.live_cost.records, rows);
+    assert_eq!(report.candidate_cost.records, rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_names_the_records_and_rejections_a_candidate_changes() {
+    let delivery = MemorySink::default();
+    let candidate = Rows {
+        digest: "b",
+        script: Script {
+            reject_first_rows: true,
+            ..Script::default()
+        },
+    };
+    let config = config("on_error = \"skip\"");
+    let report = run_shadowed(
+        &config,
+        rows("a"),
+        Arc::new(candidate),
+        ShadowLimits {
+            differences: 1000,
+            ..ShadowLimits::default()
+        },
+        &delivery,
+    )
+    .await;
+    assert_eq!(delivery.seen().origins(), all_rows());
+    // Every batch's first row is rejected (a missing record and a rejection); every
+    // other record has the candidate's key (changed).
+    let rows = all_rows().len() as u64;
+    let counts = report.topics["out"];
+    assert_eq!(report.rejections.candidate_only, report.batches);
+    assert_eq!(counts.missing, report.batches);
+    assert_eq!(counts.changed, rows - report.batches);
+    assert_eq!(counts.equal + counts.added, 0);
+    let missing: Vec<(u64, u64)> = report
+        .differences
+        .iter()
+        .filter(|d| d.kind == DifferenceKind::Missing)
+        .map(|d| (d.version, d.row))
+        .collect();
+    assert_eq!(missing.len() as u64, report.batches);
+    for (version, row) in missing {
+        assert!(all_rows().contains(&(version, row)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_candidate_is_stopped_and_the_live_pipeline_delivers_everything() {
+    let delivery = MemorySink::default();
+    let report = run_shadowed(
+        &config(""),
+        rows("a"),
+        Arc::new(AlwaysFails),
+        ShadowLimits::default(),
+        &delivery,
+    )
+    .await;
+    assert_eq!(delivery.seen().origins(), all_rows());
+    assert_eq!(report.phase, ShadowPhase::Stopped);
+    assert_eq!(
+        report.failed_batches,
+        u64::from(crate::shadow::MAX_FAILED_IN_A_ROW)
+    );
+    assert!(
+        report.reason.as_deref().unwrap().contains("nothing works"),
+        "{report:?}"
+    );
+    assert_eq!(report.topics["out"].missing, report.live_cost.records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_finishes_at_its_batch_limit() {
+    let delivery = MemorySink::default();
+    let report = run_shadowed(
+        &config(""),
+        rows("a"),
+        Arc::new(rows("a")),
+        ShadowLimits {
+            batches: Some(2),
+            ..ShadowLimits::default()
+        },
+        &delivery,
+    )
+    .await;
+    assert_eq!(report.phase, ShadowPhase::Finished);
+    assert_eq!(report.batches, 2);
+    assert_eq!(delivery.seen().origins(), all_rows());
 }

@@ -98,6 +98,27 @@ impl Service {
         Ok((module, instance))
     }
 
+    /// [`Service::prepare_module`] on the blocking pool.
+    pub(super) async fn prepare_blocking(
+        self: &Arc<Service>,
+        entry: &Arc<Entry>,
+        config: PipelineConfig,
+        digest: &str,
+        tenant: &str,
+    ) -> Result<(TransformModule, TransformInstance), ServiceError> {
+        let (service, entry) = (self.clone(), entry.clone());
+        let (tenant, digest) = (tenant.to_string(), digest.to_string());
+        tokio::task::spawn_blocking(move || {
+            service.prepare_module(&entry, &config, &digest, &tenant)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(ServiceError::InvalidModule(format!(
+                "preparing it failed: {e}"
+            )))
+        })
+    }
+
     /// Swaps a pipeline's module: compiled and checked first (a refusal changes
     /// nothing), then switched at the next batch boundary.
     pub async fn deploy(
@@ -161,6 +182,13 @@ impl Service {
             report.outcome = "started";
         }
         swapped(&entry, tenant, name, &report);
+        // A shadow compares against the live module it started beside; its promotion
+        // ends it once the swap is done.
+        if let Some(shadow) = entry.shadow.current()
+            && shadow.report().candidate != request.module
+        {
+            shadow.stop("the live module was swapped for another module");
+        }
         Ok(report)
     }
 
@@ -231,17 +259,9 @@ impl Service {
         };
         let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
         let config = self.config_of(definition)?;
-        let (service, task_entry) = (self.clone(), entry.clone());
-        let (task_tenant, digest) = (tenant.to_string(), definition.module.clone());
-        let (module, instance) = tokio::task::spawn_blocking(move || {
-            service.prepare_module(&task_entry, &config, &digest, &task_tenant)
-        })
-        .await
-        .unwrap_or_else(|e| {
-            Err(ServiceError::InvalidModule(format!(
-                "preparing it failed: {e}"
-            )))
-        })?;
+        let (module, instance) = self
+            .prepare_blocking(entry, config, &definition.module, tenant)
+            .await?;
         if let Some(done) = switch(running, name, module, instance).await? {
             *entry.last_switch.lock().unwrap_or_else(|e| e.into_inner()) = Some(done);
         }

@@ -12,7 +12,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use sluice_pipeline::{
-    LiveState, PipelineMetrics, RunControls, RunMode, StartFrom, SwapReport, SwapRequest,
+    LiveState, PipelineMetrics, RunControls, RunMode, ShadowSlot, StartFrom, SwapReport,
+    SwapRequest,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -78,6 +79,8 @@ pub(super) struct Entry {
     pub(super) last_swap: Mutex<Option<LastSwap>>,
     // Held while its dead letters are read, so reads of one pipeline do not pile up.
     pub(super) reading_letters: tokio::sync::Mutex<()>,
+    // Its shadow deploy, if one was started on this node.
+    pub(super) shadow: Arc<ShadowSlot>,
 }
 
 impl Entry {
@@ -106,6 +109,7 @@ impl Entry {
             history: Mutex::default(),
             last_swap: Mutex::default(),
             reading_letters: tokio::sync::Mutex::default(),
+            shadow: Arc::default(),
         })
     }
 
@@ -246,6 +250,7 @@ impl Service {
                         metrics: entry.metrics.clone(),
                         live_state: entry.live_state.clone(),
                         quiet_progress: false,
+                        shadow: entry.shadow.clone(),
                     };
                     service
                         .destination
