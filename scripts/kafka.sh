@@ -5,6 +5,9 @@
 #   scripts/kafka.sh start     install if needed, start with an empty log, wait until ready
 #   scripts/kafka.sh stop      stop the broker started by `start`
 #   scripts/kafka.sh status    say whether it runs, and where
+#   scripts/kafka.sh tool CLASS ARGS...
+#                              run one of the distribution's tools (its scripts' main
+#                              classes, e.g. org.apache.kafka.tools.ProducerPerformance)
 #
 # A three-node KRaft cluster for fault tests (replication factor 3, min.insync.replicas 2,
 # no automatic topic creation), nodes at 127.0.0.1:19201..19203:
@@ -83,9 +86,10 @@ install_oidc() {
   mvn -q -B -f "$here/oidc/pom.xml" dependency:copy-dependencies -DoutputDirectory="$oidc_libs"
 }
 
+# A log4j2 config at FILE: the console at LEVEL (default INFO).
 write_log4j() {
-  cat >"$1" <<'PROPS'
-rootLogger.level = INFO
+  cat >"$1" <<PROPS
+rootLogger.level = ${2:-INFO}
 rootLogger.appenderRef.stdout.ref = STDOUT
 appender.stdout.type = Console
 appender.stdout.name = STDOUT
@@ -472,9 +476,15 @@ case "$command" in
   start) start ;;
   stop) stop ;;
   status) status ;;
+  tool)
+    install
+    mkdir -p "$run_dir"
+    write_log4j "$run_dir/tool-log4j2.properties" WARN
+    exec java -Dlog4j2.configurationFile="$run_dir/tool-log4j2.properties" -cp "$libs/*" "$@"
+    ;;
   cluster-start) cluster_start ;;
   cluster-stop) cluster_stop ;;
   node-kill) valid_nodes "$@"; for node in "$@"; do node_kill "$node"; done ;;
   node-start) valid_nodes "$@"; node_start "$@" ;;
-  *) echo "usage: $0 install|start|stop|status|cluster-start|cluster-stop|node-kill N...|node-start N..." >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|stop|status|tool CLASS ARGS...|cluster-start|cluster-stop|node-kill N...|node-start N..." >&2; exit 2 ;;
 esac

@@ -23,7 +23,15 @@ Contestants:
                  JavaScript, Python, Go and C
   native         Sluice's pipeline with gold-deals compiled into the host
   native-x2      native with two instances
+  wasm           the same pipeline as native, in the benchmark's own process, running
+                 the gold-deals component
+  wasm-shadow    wasm with the same component in the pipeline's shadow (its records
+                 compared, not produced): the cost of a shadow deploy
   raw            gold-deals' records precomputed, then produced by rdkafka alone
+  kafka-perf     Kafka's own producer benchmark (kafka-producer-perf-test's
+                 ProducerPerformance, Java client) sending as many records of
+                 gold-deals' sizes with the sink's settings, in transactions: the
+                 producer limit of this machine and broker
   spark          Spark Structured Streaming: readChangeFeed, the same shaping,
                  Spark's Kafka sink, local[2], availableNow
 """
@@ -46,12 +54,17 @@ from pathlib import Path
 from samples import rounds, speed_ratio, spread, wait_for_quiet
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "sluice-account", "sluice-account-js", "sluice-account-python", "sluice-account-go", "sluice-account-c", "native", "native-x2", "raw", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "sluice-account", "sluice-account-js", "sluice-account-python", "sluice-account-go", "sluice-account-c", "native", "native-x2", "wasm", "wasm-shadow", "raw", "kafka-perf", "spark"]
 # The gold-deals module each Sluice contestant runs (the Rust one when not named).
 MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm", "sluice-go": "gold-deals-go.wasm"}
 # Contestants that write the helpers' records in a registry format: their bytes differ
 # from the JSON contestants', so they are checked by count and among their own runs.
 ENCODINGS = {"sluice-c-avro": "avro", "sluice-c-json-schema": "json-schema", "sluice-c-protobuf": "protobuf"}
+# Contestants that send records of gold-deals' sizes but not its records (Kafka's own
+# producer benchmark picks payloads at random): checked by count only.
+SIZED = {"kafka-perf"}
+# The sink's producer settings (host/sink/src/properties.rs), for the Java producer.
+SINK_PROPERTIES = ["acks=all", "enable.idempotence=true", "linger.ms=20", "compression.type=lz4"]
 for _name in ENCODINGS:
     MODULES[_name] = MODULES["sluice-c"]
 # Contestants that keep keyed state (the account example): they make the example's
@@ -243,6 +256,18 @@ change_headers = {'true' if follow else 'false'}
             instances = "2" if name.endswith("-x2") else "1"
             out, wall, cpu, rss, err = run_measured([self.bin / "e2e", "native", self.table, topic, self.args.bootstrap, instances])
             seconds = wall
+        elif name.startswith("wasm"):
+            shadow = ["shadow"] if name == "wasm-shadow" else []
+            out, wall, cpu, rss, err = run_measured([self.bin / "e2e", "wasm", self.table, topic, self.args.bootstrap, self.module, self.work / "wasm-cache", *shadow])
+            seconds = wall
+            compared = last_json(out)["shadow"]
+            if compared is not None and compared["differing"]:
+                sys.exit(f"the shadow of gold-deals beside itself found differences: {compared}")
+        elif name == "kafka-perf":
+            out, wall, cpu, rss, err = run_measured(self.kafka_perf(topic))
+            # The tool's own rate, over producing only (not the JVM's start).
+            summary = re.findall(r"^(\d+) records sent, ([\d.]+) records/sec", out, re.M)[-1]
+            seconds = int(summary[0]) / float(summary[1])
         elif name == "raw":
             out, wall, cpu, rss, err = run_measured([self.bin / "e2e", "raw", self.table, topic, self.args.bootstrap])
             # Producing only: the records were computed before the clock started.
@@ -257,6 +282,24 @@ change_headers = {'true' if follow else 'false'}
             seconds = wall
         digest = last_json(subprocess.run([self.bin / "e2e", "digest", topic, self.args.bootstrap], check=True, capture_output=True, text=True).stdout)
         return {"seconds": seconds, "cpu": cpu, "rss": rss, "count": digest["count"], "sha256": digest["sha256"], "stages": stages(err), "state": state_access(err)}
+
+    def kafka_perf(self, topic):
+        """Kafka's producer benchmark over this table's gold-deals records: as many
+        records as the other contestants deliver, with their key and value sizes (each
+        payload is a record's key and value bytes), the sink's settings, and
+        transactions of 200 ms (about the size of `sluice run`'s 100,000-record
+        commits at its speed here)."""
+        payloads = self.work / "payloads"
+        if not payloads.exists():
+            made = last_json(subprocess.run([self.bin / "e2e", "payloads", self.table, payloads], check=True, capture_output=True, text=True).stdout)
+            self.payload_records = made["records"]
+        return [
+            ROOT / "scripts/kafka.sh", "tool", "org.apache.kafka.tools.ProducerPerformance",
+            "--bootstrap-server", self.args.bootstrap, "--topic", topic,
+            "--num-records", str(self.payload_records), "--payload-file", payloads, "--throughput", "-1",
+            "--transactional-id", f"bench-perf-{topic}", "--transaction-duration-ms", "200",
+            "--command-property", *SINK_PROPERTIES,
+        ]
 
     def restore(self, name):
         """The last timed sample's state of a stateful contestant, restored from its
@@ -373,7 +416,7 @@ def main():
         # from every JSON contestant, and from every run of an encoding contestant; the
         # same count from all.
         digests = {name: {(r["count"], r["sha256"]) for r in runs} for name, runs in results.items()}
-        json_digests = {d for name, ds in digests.items() if name not in ENCODINGS and name not in STATEFUL for d in ds}
+        json_digests = {d for name, ds in digests.items() if name not in ENCODINGS and name not in STATEFUL and name not in SIZED for d in ds}
         counts = {count for name, ds in digests.items() if name not in STATEFUL for count, _ in ds}
         stateful_digests = {d for name, ds in digests.items() if name in STATEFUL for d in ds}
         if len(json_digests) > 1 or len(counts) > 1 or len(stateful_digests) > 1 or any(len(digests[n]) != 1 for n in digests if n in ENCODINGS):
@@ -412,8 +455,8 @@ def render(args, results, latency, large, restored):
         f"Other processes kept {statistics.median(loads):.2f} cores busy before the median sample (max {max(loads):.2f}); "
         + (f"**{noisy} samples were taken above {args.max_load} cores and are marked `*`**." if noisy else f"every sample was taken below {args.max_load} cores."),
         "",
-        "| contestant | records/s | seconds (min-max) | samples (s) | CPU s | peak RSS MiB | vs sluice-eos | vs native | vs raw | vs Spark | vs sluice-c |",
-        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| contestant | records/s | seconds (min-max) | samples (s) | CPU s | peak RSS MiB | vs sluice-eos | vs native | vs raw | vs kafka-perf | vs Spark | vs sluice-c |",
+        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, runs in results.items():
         seconds, low, high = med(runs, "seconds")
@@ -427,7 +470,7 @@ def render(args, results, latency, large, restored):
             low_ratio, ratio, high_ratio = speed_ratio(seconds_of[name], seconds_of[other])
             return f"{ratio:.2f}x ({low_ratio:.2f}-{high_ratio:.2f})"
 
-        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {taken} | {cpu:.1f} | {rss:.0f} | {vs('sluice-eos')} | {vs('native')} | {vs('raw')} | {vs('spark')} | {vs('sluice-c')} |")
+        lines.append(f"| {name} | {speed[name]:,.0f} | {seconds:.2f} ({low:.2f}-{high:.2f}) | {taken} | {cpu:.1f} | {rss:.0f} | {vs('sluice-eos')} | {vs('native')} | {vs('raw')} | {vs('kafka-perf')} | {vs('spark')} | {vs('sluice-c')} |")
     lines += [
         "",
         "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included (the module's compiled code cached by an untimed `sluice check` first, as it is after a pipeline's first start).",
@@ -437,7 +480,9 @@ def render(args, results, latency, large, restored):
         "- `sluice-c-avro`, `sluice-c-json-schema`, `sluice-c-protobuf`: `sluice-c` with `[sink.encoding] value` set to `avro`, `json-schema` or `protobuf` (`tests/data/schemas/gold-deal.proto`): the same records in Confluent's wire format with ids from the schema registry `scripts/registry.sh` runs (Apicurio); the cost of the format is the gap to `sluice-c` (JSON). Their bytes differ from the JSON contestants', so they are checked by count and against their own other runs.",
         "- `sluice-account`, `sluice-account-js`, `-python`, `-go`, `-c`: `sluice run` with the keyed-state example (`transforms/account-pipeline`, and `account-pipeline-js`, `-python`, `-go`, `-c` through each language's SDK): per change row a state read and one or two writes (the deal's group, the group's count), a record per group whose count changed in the batch, and every batch's state changes written to the pipeline's compacted changelog in the transaction of its records; each sample starts with an empty store and changelog. Their records are the example's (fewer than gold-deals'; records/s counts them), checked to be the same bytes in every language and every run. The cost of state is the gap to `sluice-eos` over the same change rows.",
         "- `native`: Sluice's pipeline (the same source, loop and sink as `sluice run`, exactly-once) with the same gold-deals code compiled into the host instead of run as a module (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
+        "- `wasm`, `wasm-shadow`: the pipeline of `native` (in the benchmark's process) running the gold-deals component; `wasm-shadow` also runs the same component in the pipeline's shadow, comparing its records with the live ones (none may differ) without producing them: the cost of a shadow deploy on the live pipeline is the gap between the two.",
         "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
+        "- `kafka-perf`: Kafka's own producer benchmark (`kafka-producer-perf-test`'s `ProducerPerformance`, the Java client, from the broker's jars) sending as many records, each payload a gold-deals record's key and value bytes picked at random from the table's records, with the sink's settings (`acks=all`, idempotence, `linger.ms=20`, lz4) in transactions of 200 ms; seconds are the records over the tool's own rate (producing only, not the JVM's start). Its records are of the same sizes, not the same records, so it is checked by count.",
         "- `spark`: pyspark with delta-spark and spark-sql-kafka, `readChangeFeed` from version 0, the same shaping, Spark's Kafka sink (at-least-once), `local[2]`, `availableNow`; wall time of the job, JVM start-up included.",
     ]
     profiled = {name: runs for name, runs in results.items() if all(r["stages"] for r in runs)}

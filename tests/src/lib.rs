@@ -97,6 +97,20 @@ pub fn registry_url() -> String {
     )
 }
 
+/// The committed records of `topic` as (key, value) text, `<none>` for a missing key
+/// or a tombstone's value.
+pub fn consumed_key_values(topic: &str) -> Vec<(String, String)> {
+    consume_all(topic)
+        .into_iter()
+        .map(|c| {
+            (
+                c.key.unwrap_or_else(|| "<none>".into()),
+                c.value.unwrap_or_else(|| "<none>".into()),
+            )
+        })
+        .collect()
+}
+
 /// Every committed record of `topic` as `key<TAB>value` lines, decoded by Confluent's
 /// own deserializers against the test registry (`tests/support/registry_consumer.py`):
 /// `format` is `avro` or `json-schema`; `flags` as the script takes them.

@@ -3,9 +3,16 @@
 //! - `native TABLE TOPIC BOOTSTRAP [INSTANCES]`: Sluice's pipeline (the same source, loop and sink as
 //!   `sluice run`, exactly-once with its default commits) with the gold-deals code
 //!   compiled into the host instead of run as a Wasm module: the Wasm overhead's baseline;
+//! - `wasm TABLE TOPIC BOOTSTRAP MODULE CACHE_DIR [shadow]`: the same pipeline running
+//!   the component MODULE (compiled code cached in CACHE_DIR); with `shadow`, MODULE also
+//!   runs in the pipeline's shadow, its records compared and not produced: the cost of
+//!   a shadow deploy on the live pipeline is the gap between the two;
 //! - `raw TABLE TOPIC BOOTSTRAP`: gold-deals' records computed first, then produced with
 //!   rdkafka alone (the sink's producer settings, transactions of 100,000 records); the
 //!   timing printed covers producing only: the limit of the broker and client;
+//! - `payloads TABLE FILE`: gold-deals' records written to FILE one per line, each the
+//!   key's bytes then the value's, for Kafka's own producer benchmark
+//!   (`ProducerPerformance`), which sends records of those sizes;
 //! - `digest TOPIC BOOTSTRAP`: a topic's committed records as a count and a SHA-256 of
 //!   their sorted `key<TAB>value` lines (order-free, so contestants that partition
 //!   differently compare);
@@ -29,8 +36,13 @@ use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
 use sha2::{Digest as _, Sha256};
-use sluice_engine::{BatchOutput, EngineError, Format, RejectedRow, TransformError};
-use sluice_pipeline::{Instance, Module, PipelineConfig, RunControls, RunMode, StartFrom};
+use sluice_engine::{
+    BatchOutput, EngineConfig, EngineError, Format, RejectedRow, TransformEngine, TransformError,
+};
+use sluice_pipeline::{
+    Instance, Module, PipelineConfig, RunControls, RunMode, Shadow, ShadowLimits, ShadowSlot,
+    StartFrom, instance_limits,
+};
 use sluice_source::arrow::array::RecordBatch;
 use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
 use sluice_transform::{Batch, Output, Params, Record, Transform};
@@ -57,11 +69,19 @@ async fn main() -> anyhow::Result<()> {
             let instances = args.get(4).map_or(Ok(1), |n| n.parse())?;
             native(arg(1)?, arg(2)?, arg(3)?, instances).await
         }
+        "wasm" => {
+            let shadowed = args.get(6).is_some_and(|a| a == "shadow");
+            let (module, cache) = (Path::new(arg(4)?), Path::new(arg(5)?));
+            wasm(arg(1)?, arg(2)?, arg(3)?, module, cache, shadowed).await
+        }
         "raw" => raw(arg(1)?, arg(2)?, arg(3)?),
+        "payloads" => payloads(arg(1)?, Path::new(arg(2)?)),
         "digest" => digest(arg(1)?, arg(2)?),
         "latency" => latency(arg(1)?, arg(2)?, arg(3)?.parse()?),
         "topic" => topic(arg(1)?, arg(2)?).await,
-        other => bail!("unknown command {other}: native, raw, digest or latency"),
+        other => {
+            bail!("unknown command {other}: native, wasm, raw, payloads, digest, latency or topic")
+        }
     }
 }
 
@@ -87,10 +107,16 @@ fn gold_records(
     Ok(rows)
 }
 
-async fn native(table: &str, topic: &str, bootstrap: &str, instances: usize) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let name = format!("bench-native-{topic}");
-    let config = PipelineConfig::parse(
+/// The config of a benchmark pipeline named `name` from `table` to `topic`.
+fn bench_config(
+    name: &str,
+    table: &str,
+    topic: &str,
+    bootstrap: &str,
+    module: &str,
+    instances: usize,
+) -> anyhow::Result<PipelineConfig> {
+    PipelineConfig::parse(
         &format!(
             r#"
             [pipeline]
@@ -98,7 +124,7 @@ async fn native(table: &str, topic: &str, bootstrap: &str, instances: usize) -> 
             [source]
             table = "{table}"
             [transform]
-            module = "gold-deals compiled into the host"
+            module = "{module}"
             instances = {instances}
             [sink]
             topic = "{topic}"
@@ -108,24 +134,103 @@ async fn native(table: &str, topic: &str, bootstrap: &str, instances: usize) -> 
         ),
         Path::new("/"),
     )
-    .map_err(anyhow::Error::msg)?;
+    .map_err(anyhow::Error::msg)
+}
+
+/// Runs `config`'s pipeline to the latest version with `controls`.
+async fn run_to_latest(
+    config: &PipelineConfig,
+    controls: RunControls,
+) -> anyhow::Result<sluice_pipeline::RunSummary> {
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
-    let controls = RunControls {
-        module: Some(Arc::new(NativeGoldDeals)),
-        quiet_progress: true,
-        ..RunControls::default()
-    };
-    let summary = sluice_pipeline::run_controlled(
-        &config,
+    Ok(sluice_pipeline::run_controlled(
+        config,
         RunMode::StopAtLatest,
         StartFrom::Configured,
         shutdown,
         controls,
     )
-    .await?;
+    .await?)
+}
+
+async fn native(table: &str, topic: &str, bootstrap: &str, instances: usize) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let name = format!("bench-native-{topic}");
+    let config = bench_config(
+        &name,
+        table,
+        topic,
+        bootstrap,
+        "gold-deals compiled into the host",
+        instances,
+    )?;
+    let controls = RunControls {
+        module: Some(Arc::new(NativeGoldDeals)),
+        quiet_progress: true,
+        ..RunControls::default()
+    };
+    let summary = run_to_latest(&config, controls).await?;
     println!(
         "{}",
         serde_json::json!({ "rows": summary.rows_in, "seconds": started.elapsed().as_secs_f64() })
+    );
+    Ok(())
+}
+
+async fn wasm(
+    table: &str,
+    topic: &str,
+    bootstrap: &str,
+    module: &Path,
+    cache: &Path,
+    shadowed: bool,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let name = format!("bench-wasm-{topic}");
+    let config = bench_config(&name, table, topic, bootstrap, &module.to_string_lossy(), 1)?;
+    let engine = TransformEngine::new(EngineConfig {
+        limits: instance_limits(&config.transform),
+        cache_dir: Some(cache.to_path_buf()),
+        ..EngineConfig::default()
+    })?;
+    let live: Arc<dyn Module> = Arc::new(engine.load(module)?);
+    let slot = Arc::new(ShadowSlot::default());
+    let shadow = if shadowed {
+        let candidate: Arc<dyn Module> = Arc::new(engine.load(module)?);
+        let instance =
+            candidate.instantiate(&config.transform_params(), Arc::new(config.format()))?;
+        let shadow = Shadow::start(
+            &config,
+            live.digest(),
+            candidate,
+            instance,
+            ShadowLimits::default(),
+        );
+        slot.install(shadow.clone());
+        Some(shadow)
+    } else {
+        None
+    };
+    let controls = RunControls {
+        module: Some(live),
+        quiet_progress: true,
+        shadow: slot,
+        ..RunControls::default()
+    };
+    let summary = run_to_latest(&config, controls).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    let compared = shadow.map(|shadow| {
+        let report = shadow.report();
+        serde_json::json!({
+            "batches": report.batches,
+            "skipped_batches": report.skipped_batches,
+            "equal": report.total().equal,
+            "differing": report.total().changed + report.total().added + report.total().missing,
+        })
+    });
+    println!(
+        "{}",
+        serde_json::json!({ "rows": summary.rows_in, "seconds": seconds, "shadow": compared })
     );
     Ok(())
 }
@@ -237,6 +342,34 @@ fn raw(table: &str, topic: &str, bootstrap: &str) -> anyhow::Result<()> {
     println!(
         "{}",
         serde_json::json!({ "rows": rows, "records": records.len(), "seconds": started.elapsed().as_secs_f64() })
+    );
+    Ok(())
+}
+
+fn payloads(table: &str, file: &Path) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(file).with_context(|| format!("creating {}", file.display()))?,
+    );
+    let (mut records, mut bytes) = (0u64, 0u64);
+    let rows = gold_records(table, |_, batch| {
+        for Record { key, value, .. } in batch {
+            let payload = [key.unwrap_or_default(), value.unwrap_or_default()].concat();
+            // One record per line: the JSON records gold-deals makes hold no newline.
+            if payload.contains(&b'\n') {
+                bail!("a record holds a newline; it cannot be one line of the payload file");
+            }
+            out.write_all(&payload)?;
+            out.write_all(b"\n")?;
+            records += 1;
+            bytes += payload.len() as u64;
+        }
+        Ok(())
+    })?;
+    out.flush()?;
+    println!(
+        "{}",
+        serde_json::json!({ "rows": rows, "records": records, "bytes": bytes })
     );
     Ok(())
 }

@@ -130,6 +130,39 @@ pub enum PipelineAction {
         #[arg(long, requires = "shadow")]
         differences: Option<usize>,
     },
+    /// Send versions of a pipeline's table again, through its module or another, into a
+    /// topic of their own: a new pipeline that finishes after the last version, exactly
+    /// once and resumed after a crash, while the pipeline itself carries on.
+    Replay {
+        /// The pipeline's name.
+        name: String,
+        /// The first version to send.
+        #[arg(long)]
+        from_version: u64,
+        /// The last version to send.
+        #[arg(long)]
+        to_version: u64,
+        /// The topic to send to.
+        #[arg(long)]
+        topic: String,
+        /// A component file (uploaded first) or the digest of an uploaded module
+        /// (default: the pipeline's module).
+        #[arg(long)]
+        module: Option<String>,
+        /// Send the table as of --from-version first, every row an insert.
+        #[arg(long)]
+        snapshot: bool,
+        /// Where the replay's failed rows go (required when the pipeline keeps dead
+        /// letters).
+        #[arg(long)]
+        dead_letter_topic: Option<String>,
+        /// The replay pipeline's name (default `<name>-replay-<from>-<to>`).
+        #[arg(long = "name")]
+        replay_name: Option<String>,
+        /// Wait until the replay finishes, showing its progress.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Show, promote or discard a pipeline's shadow deploy.
     Shadow {
         #[command(subcommand)]
@@ -388,6 +421,42 @@ impl Client {
     }
 }
 
+/// Polls a replay's status at `path` until it finishes (or fails), printing its
+/// progress once a second.
+fn wait_for_replay(client: &Client, path: &str, to_version: u64) -> anyhow::Result<()> {
+    let mut last = String::new();
+    loop {
+        let status = client.get(path)?;
+        let state = status["state"].as_str().unwrap_or_default();
+        let position = &status["position"];
+        let line = format!(
+            "{}: version {} of {to_version}, {} change rows delivered",
+            status["name"].as_str().unwrap_or_default(),
+            position["version"]
+                .as_u64()
+                .unwrap_or_default()
+                .min(to_version),
+            status["counters"]["rows_in"].as_u64().unwrap_or_default()
+        );
+        if line != last {
+            eprintln!("{line}");
+            last = line;
+        }
+        match state {
+            "finished" => {
+                eprintln!("The replay finished.");
+                return print(&status);
+            }
+            "failed" => bail!(
+                "the replay failed: {}; fix the cause and resume it with `sluice pipeline resume {}`",
+                status["error"].as_str().unwrap_or("no error recorded"),
+                status["name"].as_str().unwrap_or_default()
+            ),
+            _ => std::thread::sleep(std::time::Duration::from_secs(1)),
+        }
+    }
+}
+
 fn print(value: &Value) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
@@ -515,6 +584,34 @@ pub fn pipeline(server: &ServerArgs, action: PipelineAction) -> anyhow::Result<(
             let report = client.send("POST", &at(&name, "/shadow"), Some(body))?;
             print!("{}", crate::shadow_view::render(&report));
             Ok(())
+        }
+        PipelineAction::Replay {
+            name,
+            from_version,
+            to_version,
+            topic,
+            module,
+            snapshot,
+            dead_letter_topic,
+            replay_name,
+            wait,
+        } => {
+            let module = module.map(|m| client.module(&m)).transpose()?;
+            let body = serde_json::json!({
+                "from_version": from_version,
+                "to_version": to_version,
+                "topic": topic,
+                "module": module,
+                "snapshot": snapshot,
+                "dead_letter_topic": dead_letter_topic,
+                "name": replay_name,
+            });
+            let status = client.send("POST", &at(&name, "/replays"), Some(body))?;
+            if !wait {
+                return print(&status);
+            }
+            let replay = status["name"].as_str().unwrap_or_default().to_string();
+            wait_for_replay(&client, &at(&replay, ""), to_version)
         }
         PipelineAction::Shadow { action } => match action {
             ShadowAction::Show { name, json } => {

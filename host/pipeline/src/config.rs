@@ -98,6 +98,11 @@ pub struct SourceSection {
     /// (for example `"2024-01-15T10:30:00Z"`), as Spark's `startingTimestamp`.
     #[serde(default, with = "humantime_serde")]
     pub starting_timestamp: Option<std::time::SystemTime>,
+    /// The last version to deliver, as Spark's `endingVersion`: the pipeline stops,
+    /// finished, once it has delivered it (waiting for it to be committed if the table
+    /// is not there yet). Default: follow the table without end.
+    #[serde(default)]
+    pub ending_version: Option<u64>,
     /// First deliver the table as of the starting version (a number, or the latest
     /// version by default) with every row as an insert, then the changes after it: what
     /// Spark's streaming read does without a starting version. Default false.
@@ -601,6 +606,14 @@ impl PipelineConfig {
             return Err(
                 "[source] starting_timestamp cannot be combined with starting_version or snapshot; choose one start".to_string(),
             );
+        }
+        if let (Some(end), Some(StartingVersion::Version(from))) =
+            (start.ending_version, start.starting_version)
+            && end < from
+        {
+            return Err(format!(
+                "[source] ending_version {end} is before starting_version {from}; the last version to deliver comes after the first"
+            ));
         }
         if start.snapshot && start.starting_version == Some(StartingVersion::Earliest) {
             return Err(
@@ -1144,6 +1157,15 @@ mod tests {
             Some(StartingVersion::Latest)
         );
         assert!(with("\"yesterday\"").is_err());
+        let ending = with("3\nending_version = 2").unwrap_err().to_string();
+        assert!(
+            ending.contains("ending_version 2 is before starting_version 3"),
+            "{ending}"
+        );
+        assert_eq!(
+            with("3\nending_version = 3").unwrap().source.ending_version,
+            Some(3)
+        );
     }
 
     #[test]

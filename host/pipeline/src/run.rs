@@ -300,6 +300,11 @@ impl<D: Sink, C: ConnectSink<D>> Pipeline<'_, D, C> {
                 Err(e) => return Err(e),
             };
             self.metrics.record_latest(latest);
+            // Nothing after the ending version is read.
+            let latest = config
+                .source
+                .ending_version
+                .map_or(latest, |end| latest.min(end));
             if self.summary.position.version <= latest {
                 idle_since = None;
                 idle_wait = config.source.poll_interval;
@@ -328,6 +333,16 @@ impl<D: Sink, C: ConnectSink<D>> Pipeline<'_, D, C> {
             }
             if self.start_unstored {
                 self.commit(self.summary.position).await?;
+            }
+            if let Some(end) = config.source.ending_version
+                && self.summary.position.version > end
+            {
+                tracing::info!(
+                    pipeline = name,
+                    ending_version = end,
+                    "The pipeline delivered its ending version and stops."
+                );
+                break;
             }
             if mode == RunMode::StopAtLatest {
                 break;

@@ -28,7 +28,7 @@ use reply::ApiError;
 use crate::auth::{Caller, Operator, TenantScope};
 use crate::config::TenantConfig;
 use crate::error::ServiceError;
-use crate::service::{CreatePipeline, Deploy, Service};
+use crate::service::{CreatePipeline, Deploy, Replay, Service};
 
 type Reply<T> = Result<T, ApiError>;
 type Shared = State<Arc<Service>>;
@@ -67,6 +67,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route(pipeline, get(status).put(create).delete(delete))
         .route(&format!("{pipeline}/deploy"), post(deploy))
         .route(&format!("{pipeline}/rollback"), post(rollback))
+        .route(&format!("{pipeline}/replays"), post(replay))
         .route(&format!("{pipeline}/pause"), post(pause))
         .route(&format!("{pipeline}/resume"), post(resume))
         .route(&format!("{pipeline}/logs"), get(logs))
@@ -326,6 +327,17 @@ async fn deploy(
         .deploy(&pipeline.tenant, &pipeline.name, request)
         .await?;
     Ok(Json(report).into_response())
+}
+
+async fn replay(
+    State(service): Shared,
+    pipeline: PipelineScope,
+    Json(request): Json<Replay>,
+) -> Reply<Response> {
+    let status = service
+        .replay(&pipeline.tenant, &pipeline.name, request)
+        .await?;
+    Ok((StatusCode::CREATED, Json(status)).into_response())
 }
 
 async fn rollback(State(service): Shared, pipeline: PipelineScope) -> Reply<Response> {

@@ -187,13 +187,14 @@ pub fn render(statuses: &[PipelineStatus]) -> String {
     family(
         "sluice_pipeline_state",
         "gauge",
-        "1 for the state the pipeline is in (running, paused, failed).",
+        "1 for the state the pipeline is in (running, paused, failed, finished).",
         &mut |out: &mut String| {
             for s in statuses {
                 for (state, name) in [
                     (PipelineState::Running, "running"),
                     (PipelineState::Paused, "paused"),
                     (PipelineState::Failed, "failed"),
+                    (PipelineState::Finished, "finished"),
                 ] {
                     let value = u8::from(s.state == state);
                     let _ = writeln!(

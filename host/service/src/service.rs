@@ -14,6 +14,7 @@ mod last_swap;
 mod placement;
 mod refusals;
 mod registry;
+mod replay;
 mod reports;
 mod shadow;
 mod tenancy;
@@ -45,6 +46,7 @@ pub use last_swap::LastSwap;
 use placement::{Alone, Placement};
 pub use refusals::Refusal;
 use registry::{Entry, Reserved};
+pub use replay::Replay;
 pub use shadow::ShadowDeploy;
 #[cfg(test)]
 pub(crate) use tenancy::reaches_host_files;

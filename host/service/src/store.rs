@@ -47,6 +47,9 @@ pub enum PipelineState {
     Paused,
     /// Stopped by an error (see the status's error); resumes only when asked.
     Failed,
+    /// Delivered its `[source] ending_version` (a replay that is done); resuming it
+    /// finds nothing more to deliver.
+    Finished,
 }
 
 /// A pipeline as its owner defined it, and how it was last doing.

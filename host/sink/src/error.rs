@@ -184,6 +184,19 @@ pub enum SinkError {
         /// Kafka's `transaction.timeout.ms`.
         limit: Duration,
     },
+    /// The producer was left in a transactional state it cannot leave (librdkafka's
+    /// fatal `INVALID_TXN_STATE`, seen when every broker went away mid-commit): a new
+    /// producer with the same transactional id aborts what was open, so the work is
+    /// redone from the last committed position.
+    #[error(
+        "The Kafka producer for {bootstrap} was left unable to end its transaction ({reason}); nothing from that transaction was delivered. The pipeline starts a new producer and redoes the work from the last committed position."
+    )]
+    ProducerReset {
+        /// The configured `bootstrap.servers`.
+        bootstrap: String,
+        /// librdkafka's explanation.
+        reason: String,
+    },
     /// The producer hit an error it cannot recover from.
     #[error(
         "The Kafka producer for {bootstrap} failed for good: {reason}. Nothing uncommitted was delivered; fix the cause and start the pipeline again."
@@ -214,6 +227,7 @@ impl SinkError {
             SinkError::Aborted { .. }
                 | SinkError::Interrupted { .. }
                 | SinkError::TransactionTimedOut { .. }
+                | SinkError::ProducerReset { .. }
                 | SinkError::Stalled(_)
         )
     }
@@ -221,6 +235,9 @@ impl SinkError {
     /// Whether the producer is unusable after this error, so that redoing the work needs
     /// a new connection.
     pub fn needs_reconnect(&self) -> bool {
-        matches!(self, SinkError::TransactionTimedOut { .. })
+        matches!(
+            self,
+            SinkError::TransactionTimedOut { .. } | SinkError::ProducerReset { .. }
+        )
     }
 }

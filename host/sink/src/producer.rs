@@ -486,6 +486,10 @@ impl KafkaSink {
                 pipeline: self.config.pipeline.clone(),
                 transactional_id: self.config.transactional_id(),
             },
+            RDKafkaErrorCode::InvalidTransactionalState => SinkError::ProducerReset {
+                bootstrap: self.bootstrap.clone(),
+                reason,
+            },
             _ => SinkError::Fatal {
                 bootstrap: self.bootstrap.clone(),
                 reason,

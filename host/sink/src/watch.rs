@@ -106,7 +106,7 @@ impl SecurityWatch {
             error,
             KafkaError::Global(rdkafka::types::RDKafkaErrorCode::Fatal)
         ) {
-            tracing::error!(client, %error, reason, "The Kafka client failed for good.");
+            tracing::error!(client, %error, reason, "The Kafka client met a fatal error: this producer cannot go on; the pipeline redoes its work with a new one where that is safe, and stops otherwise.");
         } else {
             tracing::warn!(client, %error, reason, "The Kafka client reported a problem; it keeps retrying.");
         }

@@ -27,7 +27,7 @@ fn the_benchmark_harness_runs_and_its_contestants_agree() {
         ])
         .args([
             "--contestants",
-            "sluice-eos,sluice-alo,sluice-oauth,sluice-account,sluice-account-js,native,raw",
+            "sluice-eos,sluice-alo,sluice-oauth,sluice-account,sluice-account-js,native,wasm,wasm-shadow,raw,kafka-perf",
         ])
         .args(["--bootstrap", &kafka_bootstrap()])
         .arg("--out")
@@ -43,6 +43,9 @@ fn the_benchmark_harness_runs_and_its_contestants_agree() {
         "sluice-account",
         "native",
         "raw",
+        "wasm",
+        "wasm-shadow",
+        "kafka-perf",
     ] {
         assert!(report.contains(&format!("| {contestant} |")), "{report}");
     }

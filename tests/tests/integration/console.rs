@@ -243,6 +243,7 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
         "dead-letters",
         "modules",
         "operator",
+        "shadow",
     ] {
         assert!(
             screenshots.join(format!("{page}.png")).exists(),

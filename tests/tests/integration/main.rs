@@ -27,6 +27,7 @@ mod motivating_case;
 mod object_store;
 mod registry_outage;
 mod release;
+mod replay;
 mod schema_changes;
 mod security;
 mod service_cli;

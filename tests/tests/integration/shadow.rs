@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sluice_tests::service::{Serve, pipeline_config};
 use sluice_tests::{
-    Extra, consume_all, deals_table, kafka_bootstrap, preview_records, transform_component,
+    Extra, consumed_key_values, deals_table, kafka_bootstrap, preview_records, transform_component,
     unique_topic,
 };
 
@@ -116,19 +116,6 @@ fn wait_for_shadow(serve: &Serve, name: &str, latest: u64) -> Value {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-/// The committed records of `topic`, key and value as text.
-fn delivered(topic: &str) -> Vec<(String, String)> {
-    consume_all(topic)
-        .into_iter()
-        .map(|c| {
-            (
-                c.key.unwrap_or_else(|| "<none>".into()),
-                c.value.unwrap_or_else(|| "<none>".into()),
-            )
-        })
-        .collect()
 }
 
 /// A service with tenant `acme`, `modules` uploaded (their digests, in order), and a
@@ -339,7 +326,7 @@ fn shadows_compare_record_by_record_and_never_touch_the_live_output() {
             expected.extend(records);
         }
     }
-    let delivered = delivered(&topic);
+    let delivered = consumed_key_values(&topic);
     assert_eq!(delivered.len(), expected.len());
     assert!(
         delivered == expected,
@@ -419,6 +406,6 @@ fn a_looping_candidate_is_stopped_by_its_budget_and_the_live_output_is_untouched
         .into_values()
         .flatten()
         .collect();
-    let delivered = delivered(&topic);
+    let delivered = consumed_key_values(&topic);
     assert!(delivered == expected, "the live output changed");
 }

@@ -37,11 +37,14 @@ fn latest_by_key(topic: &str) -> BTreeMap<String, String> {
 /// records (`{"account": stage, "open_deals": n}` keyed by the stage).
 fn open_per_stage(table: &std::path::Path) -> BTreeMap<String, String> {
     let script = r#"
-import json, sys
+import json, os, sys
 from collections import Counter
 from deltalake import DeltaTable
 deals = DeltaTable(sys.argv[1]).to_pyarrow_table(columns=["fullDocument"]).column(0).to_pylist()
-print(json.dumps(Counter(d["stage"] for d in deals if d["status"] == "open")))
+print(json.dumps(Counter(d["stage"] for d in deals if d["status"] == "open")), flush=True)
+# deltalake's runtime threads can abort the interpreter's exit ("terminate called
+# without an active exception") after the answer is out: leave without that exit.
+os._exit(0)
 "#;
     let output = std::process::Command::new("python3")
         .args(["-c", script])

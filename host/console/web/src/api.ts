@@ -4,7 +4,7 @@ import { currentToken, signOut, type Identity } from './auth';
 
 const REJECTED_TOKEN = 'The token was not accepted.';
 
-export type State = 'running' | 'paused' | 'failed';
+export type State = 'running' | 'paused' | 'failed' | 'finished';
 
 export interface Position {
   version: number;
@@ -147,6 +147,56 @@ export interface DeployReport {
   prepare_ms: number;
 }
 
+export interface RecordCounts {
+  equal: number;
+  changed: number;
+  added: number;
+  missing: number;
+}
+
+export interface ShadowRecord {
+  topic: string;
+  partition: number | null;
+  key: string | null;
+  value: string | null;
+  headers: [string, string][];
+}
+
+export interface ModuleCost {
+  transform_ms: number;
+  records: number;
+  output_bytes: number;
+  memory_peak_bytes: number;
+}
+
+/** A shadow deploy's comparison so far (docs/changes.md). */
+export interface ShadowReport {
+  candidate: string;
+  candidate_name: string;
+  live: string;
+  phase: 'running' | 'finished' | 'stopped';
+  reason: string | null;
+  started_ms: number;
+  batches: number;
+  rows: number;
+  skipped_batches: number;
+  through: Position | null;
+  topics: Record<string, RecordCounts>;
+  rejections: { both: number; live_only: number; candidate_only: number };
+  failed_batches: number;
+  errors: { position: Position; error: string }[];
+  differences: {
+    version: number;
+    row: number;
+    kind: 'changed' | 'added' | 'missing' | 'rejection';
+    live: ShadowRecord | null;
+    candidate: ShadowRecord | null;
+    error: string | null;
+  }[];
+  live_cost: ModuleCost;
+  candidate_cost: ModuleCost;
+}
+
 export interface Module {
   digest: string;
   name: string;
@@ -179,6 +229,7 @@ export interface HostStatus {
     running: number;
     paused: number;
     failed: number;
+    finished: number;
     reserved_guest_mib: number;
     max_pipelines: number;
     max_memory_mib: number;
@@ -285,6 +336,26 @@ export const deploy = (tenant: string, name: string, module: string, sampleRows?
       ...(resetState ? { reset_state: true } : {}),
     }),
   });
+
+export const startShadow = (tenant: string, name: string, module: string) =>
+  json<ShadowReport>(`${pipelinePath(tenant, name)}/shadow`, {
+    method: 'POST',
+    contentType: 'application/json',
+    body: JSON.stringify({ module }),
+  });
+
+/** The pipeline's shadow deploy, or `null` when it has none. */
+export const shadow = (tenant: string, name: string, signal?: AbortSignal) =>
+  json<ShadowReport>(`${pipelinePath(tenant, name)}/shadow`, { signal }).catch((error) => {
+    if (error instanceof ApiError && error.status === 404) return null;
+    throw error;
+  });
+
+export const promoteShadow = (tenant: string, name: string) =>
+  json<DeployReport>(`${pipelinePath(tenant, name)}/shadow/promote`, { method: 'POST' });
+
+export const discardShadow = (tenant: string, name: string) =>
+  json<ShadowReport>(`${pipelinePath(tenant, name)}/shadow/discard`, { method: 'POST' });
 
 export const modules = (tenant: string, signal?: AbortSignal) =>
   json<Module[]>(`/v1/tenants/${seg(tenant)}/modules`, { signal });

@@ -230,6 +230,21 @@ async function main() {
     await assertNotPwned();
   });
 
+  await check(`a shadow of ${rejecting} shows its comparison, and discarding it ends it`, async () => {
+    await byTestId('deploy-module').selectOption(rejectingDigest);
+    await byTestId('deploy-shadow').check();
+    await byTestId('deploy-submit').click();
+    const result = byTestId('deploy-result');
+    const text = await poll('the shadow result', async () => (await result.count()) && (await result.innerText()), 3 * WAIT);
+    assert.match(text, /shadow of .* started/, `the shadow did not start: ${text}`);
+    await byTestId('shadow').waitFor();
+    assert.equal(await attr(byTestId('shadow'), 'data-phase'), 'running');
+    assert.match(await byTestId('shadow-summary').innerText(), /^running: compared \d+ batches/);
+    await shoot('shadow.png');
+    await byTestId('shadow-discard').click();
+    await byTestId('shadow').waitFor({ state: 'detached' });
+  });
+
   await check(`the dead letters of ${rejecting} list the rejected rows`, async () => {
     await byTestId('dead-letters-link').click();
     await byTestId('dead-letters-table').waitFor();

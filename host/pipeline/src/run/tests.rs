@@ -1102,3 +1102,27 @@ async fn a_shadow_finishes_at_its_batch_limit() {
     assert_eq!(report.batches, 2);
     assert_eq!(delivery.seen().origins(), all_rows());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_following_pipeline_stops_after_its_ending_version() {
+    let end = latest() - 1;
+    let config = config_with(&format!("ending_version = {end}"), "", "");
+    let delivery = MemorySink::default();
+    let (_stop, shutdown) = watch::channel(false);
+    let outcome = run_in(
+        RunMode::Follow,
+        &config,
+        rows("a"),
+        &delivery,
+        shutdown,
+        None,
+    )
+    .await;
+    let summary = outcome.result.unwrap();
+    assert_eq!(summary.position, Position::at_version(end + 1));
+    let through_end: Vec<(u64, u64)> = all_rows()
+        .into_iter()
+        .filter(|(version, _)| *version <= end)
+        .collect();
+    assert_eq!(delivery.seen().origins(), through_end);
+}

@@ -42,6 +42,8 @@ pub struct TenantFigures {
     pub paused: usize,
     /// Pipelines failed.
     pub failed: usize,
+    /// Pipelines finished (past their `ending_version`).
+    pub finished: usize,
     /// Guest memory its pipelines may use together, in MiB.
     pub reserved_guest_mib: usize,
     /// Its cap on pipelines.
@@ -86,6 +88,7 @@ impl Service {
                 PipelineState::Running => figures.running += 1,
                 PipelineState::Paused => figures.paused += 1,
                 PipelineState::Failed => figures.failed += 1,
+                PipelineState::Finished => figures.finished += 1,
             }
         }
         let limits = self.config.limits.clone();

@@ -145,8 +145,10 @@ fn not_held(entry: &Entry, name: &str) -> ServiceError {
         PipelineState::Running => ServiceError::Unavailable(format!(
             "pipeline {name} is starting or restoring its state from the changelog; try again in a moment"
         )),
-        PipelineState::Paused | PipelineState::Failed => ServiceError::Conflict(format!(
-            "pipeline {name} is not running: its state is read from the store of the node that runs it; resume the pipeline to read its state"
-        )),
+        PipelineState::Paused | PipelineState::Failed | PipelineState::Finished => {
+            ServiceError::Conflict(format!(
+                "pipeline {name} is not running: its state is read from the store of the node that runs it; resume the pipeline to read its state"
+            ))
+        }
     }
 }

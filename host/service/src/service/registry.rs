@@ -240,7 +240,7 @@ impl Service {
                         Ok(Ok((module, _))) => module,
                         // The service is stopping: the pipeline stops as it would at a
                         // batch boundary, keeping its state, and starts again next time.
-                        Ok(Err(ServiceError::Unavailable(_))) => return Ok(()),
+                        Ok(Err(ServiceError::Unavailable(_))) => return Ok(false),
                         Ok(Err(e)) => return Err(e.to_string()),
                         Err(e) => return Err(format!("preparing the module failed: {e}")),
                     };
@@ -262,11 +262,16 @@ impl Service {
                             controls,
                         )
                         .await
-                        .map(|_| ())
+                        .map(|summary| {
+                            config
+                                .source
+                                .ending_version
+                                .is_some_and(|end| summary.position.version > end)
+                        })
                         .or_else(|e| {
                             match e.is_fenced() && service.cluster.get().is_some() {
                                 // Another node holds the pipeline's slot now and took over.
-                                true => Ok(()),
+                                true => Ok(false),
                                 false => Err(e.to_string()),
                             }
                         })
@@ -325,14 +330,22 @@ impl Service {
         }
     }
 
-    /// Records how a pipeline's task ended.
-    fn finished(&self, entry: &Entry, result: Result<(), String>) {
+    /// Records how a pipeline's task ended: `Ok(true)` when it delivered its ending
+    /// version.
+    fn finished(&self, entry: &Entry, result: Result<bool, String>) {
         let definition = entry.definition();
         let (tenant, name) = (definition.tenant.as_str(), definition.name.as_str());
         let at = entry.metrics.snapshot();
         let stopped_at = Some(at.position);
         let stored = match result {
-            Ok(()) => {
+            Ok(true) => {
+                tracing::info!(tenant, pipeline = name, position = %at.position, "A pipeline delivered its ending version and finished.");
+                self.update(entry, |d| {
+                    d.state = PipelineState::Finished;
+                    d.stopped_at = stopped_at;
+                })
+            }
+            Ok(false) => {
                 tracing::info!(tenant, pipeline = name, "A pipeline stopped.");
                 self.update(entry, |d| d.stopped_at = stopped_at)
             }

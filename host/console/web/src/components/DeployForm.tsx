@@ -12,6 +12,7 @@ export function DeployForm({ status, onDone }: { status: api.PipelineStatus; onD
   const [file, setFile] = useState<File | null>(null);
   const [sampleRows, setSampleRows] = useState('');
   const [resetState, setResetState] = useState(false);
+  const [shadow, setShadow] = useState(false);
   const [busy, setBusy] = useState(false);
   const [outcome, setOutcome] = useState<Outcome | null>(null);
   const fileInput = useRef<HTMLInputElement>(null);
@@ -37,9 +38,15 @@ export function DeployForm({ status, onDone }: { status: api.PipelineStatus; onD
         fileInput.current!.value = '';
         modules.reload();
       }
-      const report = await api.deploy(tenant, name, digest, rows, resetState);
-      setResetState(false);
-      setOutcome({ text: describeReport(report), failed: false });
+      if (shadow) {
+        const report = await api.startShadow(tenant, name, digest);
+        setShadow(false);
+        setOutcome({ text: `The shadow of ${report.candidate_name} started; its comparison shows above.`, failed: false });
+      } else {
+        const report = await api.deploy(tenant, name, digest, rows, resetState);
+        setResetState(false);
+        setOutcome({ text: describeReport(report), failed: false });
+      }
     } catch (error) {
       setOutcome({ text: api.messageOf(error), failed: true });
     }
@@ -90,6 +97,17 @@ export function DeployForm({ status, onDone }: { status: api.PipelineStatus; onD
           />
         </label>
       </div>
+      {!status.changelog_topic && (
+        <label>
+          <input
+            type="checkbox"
+            data-testid="deploy-shadow"
+            checked={shadow}
+            onChange={(e) => setShadow(e.currentTarget.checked)}
+          />
+          Run in the shadow first: beside the live module, its records compared, not produced
+        </label>
+      )}
       {status.changelog_topic && (
         <label>
           <input
@@ -102,7 +120,7 @@ export function DeployForm({ status, onDone }: { status: api.PipelineStatus; onD
         </label>
       )}
       <button type="submit" data-testid="deploy-submit" disabled={busy} aria-busy={busy}>
-        {file ? 'Upload and deploy' : 'Deploy'}
+        {shadow ? (file ? 'Upload and shadow' : 'Start the shadow') : file ? 'Upload and deploy' : 'Deploy'}
       </button>
       <Problem message={modules.error} />
       <OutcomeText outcome={outcome} testid="deploy-result" />

@@ -65,7 +65,7 @@ function HostView({ host }: { host: api.HostStatus }) {
           </thead>
           <tbody>
             {host.tenants.map((t) => {
-              const pipelines = t.running + t.paused + t.failed;
+              const pipelines = t.running + t.paused + t.failed + t.finished;
               return (
                 <tr key={t.tenant}>
                   <td>{t.tenant}</td>

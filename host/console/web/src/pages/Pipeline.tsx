@@ -3,6 +3,7 @@ import { Chart } from '../components/Chart';
 import { DeployForm } from '../components/DeployForm';
 import { Logs } from '../components/Logs';
 import { PipelineActions } from '../components/PipelineActions';
+import { Shadow } from '../components/Shadow';
 import { Problem } from '../components/Problem';
 import { StateBadge } from '../components/StateBadge';
 import { ago, bytes, count, shortDigest } from '../format';
@@ -165,6 +166,8 @@ function PipelineView({ status: s, history, reload }: Loaded & { reload: () => v
       </div>
 
       {typeof history === 'string' ? <Problem message={`No history: ${history}`} /> : <Charts history={history} />}
+
+      <Shadow status={s} onDone={reload} />
 
       <section>
         <h2>Deploy</h2>
