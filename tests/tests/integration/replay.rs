@@ -128,17 +128,20 @@ fn a_replay_sends_its_range_through_its_module_and_survives_kills() {
 
     // Versions 1..8 again, the service SIGKILLed 10 times while the replay runs.
     let again = unique_topic("replayed-killed");
+    // Unique per run: positions outlive the test in the broker.
+    let killed = unique_topic("killed-replay");
     let second = replay(
         &serve,
         &name,
         serde_json::json!({
-            "from_version": 1, "to_version": 8, "topic": again, "name": "killed-replay",
+            "from_version": 1, "to_version": 8, "topic": again, "name": killed,
         }),
     );
+    assert_eq!(second, killed);
     let mut kills = 0;
     let started = Instant::now();
     while kills < 10 {
-        std::thread::sleep(Duration::from_millis(300 + 150 * (kills % 4)));
+        std::thread::sleep(Duration::from_millis(100 + 50 * (kills % 4)));
         let status = serve.status("acme", &second);
         assert_ne!(
             status["state"], "finished",
