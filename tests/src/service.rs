@@ -427,3 +427,71 @@ connect_timeout = "10s"
         extra_kafka = extra.kafka,
     )
 }
+
+/// A service with tenant `acme`, the tagged `blue` and `green` fixtures uploaded, and a
+/// pipeline of blue counting rows in keyed state (`count = "true"`, `[state]`) over a
+/// new table of 100 deals, caught up with version 0. The pipeline is named as its topic.
+pub struct CountingPipeline {
+    /// The service.
+    pub serve: Serve,
+    /// The table.
+    pub table: PathBuf,
+    /// Digest of blue, which the pipeline runs.
+    pub blue: String,
+    /// Digest of green.
+    pub green: String,
+    /// The pipeline's name and topic.
+    pub name: String,
+    _tables: tempfile::TempDir,
+}
+
+impl CountingPipeline {
+    /// Starts it, with a topic named after `prefix`.
+    pub fn start(prefix: &str) -> CountingPipeline {
+        let tables = tempfile::tempdir().unwrap();
+        let table = tables.path().join("deals");
+        crate::deals_table(&table, &["create", "--rows", "100"]);
+        let kafka = format!("\"bootstrap.servers\" = \"{}\"", crate::kafka_bootstrap());
+        let serve = Serve::tenant("acme", &kafka);
+        let blue = serve.upload("acme", &crate::transform_component("tagged/blue"), "blue");
+        let green = serve.upload("acme", &crate::transform_component("tagged/green"), "green");
+        let name = crate::unique_topic(prefix);
+        let config = pipeline_config(
+            &table,
+            &name,
+            None,
+            crate::Extra {
+                params: r#"count = "true""#,
+                ..crate::Extra::default()
+            },
+        ) + "\n[state]\n";
+        serve.create("acme", &name, &config, &blue);
+        serve.wait_caught_up("acme", &name, 0, Duration::from_secs(120));
+        CountingPipeline {
+            serve,
+            table,
+            blue,
+            green,
+            name,
+            _tables: tables,
+        }
+    }
+
+    /// Appends `rows` deals from `start` to the table, in a version of their own.
+    pub fn append(&self, start: u64, rows: u64) {
+        let (start, rows) = (start.to_string(), rows.to_string());
+        crate::deals_table(&self.table, &["append", "--start", &start, "--rows", &rows]);
+    }
+}
+
+/// The `count` header of each record on `topic`, in order: the counts the tagged
+/// fixtures kept in state.
+pub fn counted(topic: &str) -> Vec<u64> {
+    crate::consume_all(topic)
+        .iter()
+        .map(|r| {
+            let (_, count) = r.headers.iter().find(|(k, _)| k == "count").unwrap();
+            count.parse().unwrap()
+        })
+        .collect()
+}

@@ -137,11 +137,27 @@ pub enum PipelineAction {
         /// The pipeline's name.
         name: String,
         /// The first version to send.
-        #[arg(long)]
-        from_version: u64,
+        #[arg(
+            long,
+            required_unless_present = "from_timestamp",
+            conflicts_with = "from_timestamp"
+        )]
+        from_version: Option<u64>,
+        /// Or: from the first version committed at or after this time (RFC 3339, as
+        /// `2024-01-15T10:30:00Z`).
+        #[arg(long, value_name = "TIME")]
+        from_timestamp: Option<String>,
         /// The last version to send.
-        #[arg(long)]
-        to_version: u64,
+        #[arg(
+            long,
+            required_unless_present = "to_timestamp",
+            conflicts_with = "to_timestamp"
+        )]
+        to_version: Option<u64>,
+        /// Or: through the last version committed at or before this time, which has
+        /// passed (RFC 3339).
+        #[arg(long, value_name = "TIME")]
+        to_timestamp: Option<String>,
         /// The topic to send to.
         #[arg(long)]
         topic: String,
@@ -423,19 +439,19 @@ impl Client {
 
 /// Polls a replay's status at `path` until it finishes (or fails), printing its
 /// progress once a second.
-fn wait_for_replay(client: &Client, path: &str, to_version: u64) -> anyhow::Result<()> {
+fn wait_for_replay(client: &Client, path: &str) -> anyhow::Result<()> {
     let mut last = String::new();
     loop {
         let status = client.get(path)?;
         let state = status["state"].as_str().unwrap_or_default();
-        let position = &status["position"];
+        let version = status["position"]["version"].as_u64().unwrap_or_default();
+        let line = match status["ending_version"].as_u64() {
+            Some(last) => format!("version {} of {last}", version.min(last)),
+            None => format!("version {version}"),
+        };
         let line = format!(
-            "{}: version {} of {to_version}, {} change rows delivered",
+            "{}: {line}, {} change rows delivered",
             status["name"].as_str().unwrap_or_default(),
-            position["version"]
-                .as_u64()
-                .unwrap_or_default()
-                .min(to_version),
             status["counters"]["rows_in"].as_u64().unwrap_or_default()
         );
         if line != last {
@@ -588,7 +604,9 @@ pub fn pipeline(server: &ServerArgs, action: PipelineAction) -> anyhow::Result<(
         PipelineAction::Replay {
             name,
             from_version,
+            from_timestamp,
             to_version,
+            to_timestamp,
             topic,
             module,
             snapshot,
@@ -599,7 +617,9 @@ pub fn pipeline(server: &ServerArgs, action: PipelineAction) -> anyhow::Result<(
             let module = module.map(|m| client.module(&m)).transpose()?;
             let body = serde_json::json!({
                 "from_version": from_version,
+                "from_timestamp": from_timestamp,
                 "to_version": to_version,
+                "to_timestamp": to_timestamp,
                 "topic": topic,
                 "module": module,
                 "snapshot": snapshot,
@@ -611,7 +631,7 @@ pub fn pipeline(server: &ServerArgs, action: PipelineAction) -> anyhow::Result<(
                 return print(&status);
             }
             let replay = status["name"].as_str().unwrap_or_default().to_string();
-            wait_for_replay(&client, &at(&replay, ""), to_version)
+            wait_for_replay(&client, &at(&replay, ""))
         }
         PipelineAction::Shadow { action } => match action {
             ShadowAction::Show { name, json } => {

@@ -84,6 +84,22 @@ pub fn render(report: &Value) -> String {
             number(&cost["memory_peak_bytes"]) / 1024
         );
     }
+    let state = &report["state"];
+    if !state.is_null() {
+        let _ = writeln!(
+            out,
+            "State: the candidate works on a copy of {} keys ({} bytes, made in {} ms), {} keys now; keys changed alike {}, differently {}, by the live module only {}, by the candidate only {}; {} skipped batches' live changes applied to the copy.",
+            number(&state["copied_keys"]),
+            number(&state["copied_bytes"]),
+            number(&state["copy_ms"]),
+            number(&state["keys"]),
+            number(&state["changes_equal"]),
+            number(&state["changes_differ"]),
+            number(&state["live_only"]),
+            number(&state["candidate_only"]),
+            number(&state["caught_up_batches"])
+        );
+    }
     for error in report["errors"].as_array().into_iter().flatten() {
         let _ = writeln!(
             out,

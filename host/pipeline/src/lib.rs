@@ -57,6 +57,7 @@ pub use sample::{SampleRefusal, try_on_sample};
 pub use shadow::{
     CandidateError, Difference, DifferenceKind, MAX_FAILED_IN_A_ROW, ModuleCost, RecordCounts,
     RecordView, RejectionCounts, Shadow, ShadowLimits, ShadowPhase, ShadowReport, ShadowSlot,
+    ShadowState,
 };
 pub use sink::{ConnectSink, KafkaChangelog, Sink};
 pub use sluice_sink::{
@@ -68,6 +69,6 @@ pub use sluice_state::{
     named_bytes,
 };
 pub use stage::instance_limits;
-pub use start::StartFrom;
+pub use start::{StartFrom, versions_at_times};
 pub use state_view::{StateView, reset_state};
 pub use topics::TopicRule;

@@ -18,7 +18,7 @@ use crate::error::PipelineError;
 use crate::metrics::{PipelineMetrics, Stage};
 use crate::queue::{ByteReceiver, ByteSender, byte_queue};
 use crate::records::{MadeBy, RecordBuilder};
-use crate::shadow::{LiveBatch, ShadowSlot};
+use crate::shadow::{LiveBatch, LiveKeyed, Shadow, ShadowSlot};
 use crate::stage::TransformStage;
 use crate::work::blocking_step;
 
@@ -242,11 +242,11 @@ async fn transform(
                 Some(Ok(batch)) => {
                     let mut stage = free.pop().expect("a stage is free");
                     let builder = builder.clone();
-                    let shadowed = shadow.running().is_some();
+                    let shadowed = shadow.running();
                     running.push_back(tokio::spawn(blocking_step(move || {
                         let started = Instant::now();
                         let (prepared, bytes, live) =
-                            prepare(&mut stage, &builder, batch, shadowed);
+                            prepare(&mut stage, &builder, batch, shadowed.as_deref());
                         (Some(stage), prepared, bytes, started.elapsed(), live)
                     })));
                 }
@@ -273,12 +273,13 @@ async fn transform(
 }
 
 /// One batch through the stage and into records, with the bytes they hold and, when
-/// `shadowed`, a copy of the module's work for the shadow to compare.
+/// `shadowed`, a copy of the module's work for the shadow to compare (and the state it
+/// read, frozen, when the shadow asks for it).
 fn prepare(
     stage: &mut TransformStage,
     builder: &RecordBuilder,
     batch: ChangeBatch,
-    shadowed: bool,
+    shadowed: Option<&Shadow>,
 ) -> (Prepared, usize, Option<LiveBatch>) {
     let started = Instant::now();
     let applied = stage.apply(&batch.batch);
@@ -294,17 +295,29 @@ fn prepare(
                 return (Prepared::Failed(refused), 0, None);
             }
             let state = Arc::new(std::mem::take(&mut output.state));
+            let before = match (stage.keyed(), shadowed) {
+                (Some(keyed), Some(shadow)) if shadow.wants_state() => {
+                    keyed.state.freeze().map_err(|error| {
+                        tracing::warn!(pipeline = stage.name(), %error, "The state could not be frozen for a shadow deploy's copy; the next batch tries again.");
+                    }).ok()
+                }
+                _ => None,
+            };
             if let Some(keyed) = stage.keyed() {
                 // The next batches read these changes before they are committed.
                 keyed.state.push(batch.end, state.clone());
             }
-            let copied = shadowed.then(|| {
+            let copied = shadowed.map(|_| {
                 let failed = output
                     .failed
                     .iter()
                     .map(|f| (f.row, f.error.clone()))
                     .collect();
-                (output.records.clone(), failed, stage.memory_peak())
+                let keyed = stage.keyed().map(|_| LiveKeyed {
+                    before,
+                    changes: state.clone(),
+                });
+                (output.records.clone(), failed, stage.memory_peak(), keyed)
             });
             let built = builder.build(&batch, output, made_by);
             let bytes = built.bytes as usize;
@@ -317,12 +330,13 @@ fn prepare(
                 framed,
                 state,
             });
-            let live = copied.map(|(records, failed, memory_peak)| LiveBatch {
+            let live = copied.map(|(records, failed, memory_peak, keyed)| LiveBatch {
                 batch,
                 records,
                 failed,
                 took,
                 memory_peak,
+                keyed,
             });
             (prepared, bytes, live)
         }

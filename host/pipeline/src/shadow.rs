@@ -7,6 +7,12 @@
 //! full queue skips the batch (counted). The candidate runs on its own instance under
 //! the pipeline's budgets, on its own task, so its traps, deadlines and failures are
 //! its own; after [`MAX_FAILED_IN_A_ROW`] failed batches in a row it is stopped.
+//!
+//! A stateful candidate works on a copy of the live state as the first batch after the
+//! shadow started read it (frozen cheaply there, copied on the shadow's task); the live
+//! state is only read.
+//! A batch skipped while the candidate is behind brings its live state changes to the
+//! copy, so the candidate reads on from where the live module was.
 
 mod compare;
 mod report;
@@ -14,19 +20,22 @@ mod report;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use sluice_engine::OutputRecord;
-use sluice_source::ChangeBatch;
+use sluice_engine::{OutputRecord, StateChanges, StateLimits, TransformError};
+use sluice_source::{ChangeBatch, Position};
+use sluice_state::{FrozenState, PipelineState, StateStore};
 use tokio::sync::{Notify, mpsc};
 
 pub use report::{
     CandidateError, Difference, DifferenceKind, ModuleCost, RecordCounts, RecordView,
-    RejectionCounts, ShadowLimits, ShadowPhase, ShadowReport,
+    RejectionCounts, ShadowLimits, ShadowPhase, ShadowReport, ShadowState,
 };
 
 use crate::config::PipelineConfig;
+use crate::keyed::{StageState, state_limits};
 use crate::metrics::PipelineMetrics;
 use crate::module::{Instance, Module};
 use crate::stage::TransformStage;
+use crate::stage_output::StageOutput;
 use crate::work::blocking_step;
 use compare::{BatchPlace, Side, compare_batch, count_missing};
 
@@ -37,6 +46,10 @@ const QUEUED_BATCHES: usize = 16;
 /// Failed batches in a row after which a candidate is stopped: a module that fails
 /// every batch has shown what it would do, and would only burn the tenant's CPU.
 pub const MAX_FAILED_IN_A_ROW: u32 = 3;
+
+/// Skipped batches whose state changes a stateful candidate may wait to apply; one
+/// further behind is stopped, as it would hold ever more of the live changes.
+const MAX_SKIPPED_CHANGES: usize = 256;
 
 /// The candidate's errors a report keeps.
 const KEPT_ERRORS: usize = 5;
@@ -89,12 +102,29 @@ pub(crate) struct LiveBatch {
     pub failed: Vec<(u32, String)>,
     pub took: Duration,
     pub memory_peak: u64,
+    /// For a pipeline that keeps state: that state, and the batch's changes to it.
+    pub keyed: Option<LiveKeyed>,
+}
+
+/// A stateful pipeline's live batch: its state changes, and the state it read when the
+/// shadow asked for a copy.
+pub(crate) struct LiveKeyed {
+    /// The state before the batch, frozen for the candidate to copy.
+    pub before: Option<FrozenState>,
+    /// What the batch changed.
+    pub changes: Arc<StateChanges>,
 }
 
 /// A candidate module running in the shadow of a pipeline's live module.
 pub struct Shadow {
     report: Mutex<ShadowReport>,
     batches: mpsc::Sender<LiveBatch>,
+    /// The state changes of skipped batches, for a stateful candidate to apply.
+    skipped_changes: Mutex<Vec<(Position, Arc<StateChanges>)>>,
+    /// The most memory the copy of a stateful pipeline's state takes, in MiB.
+    state_copy_mib: usize,
+    /// Whether the candidate waits for a frozen live state to copy.
+    wants_state: std::sync::atomic::AtomicBool,
     stopping: Notify,
 }
 
@@ -131,17 +161,35 @@ impl Shadow {
         let shadow = Arc::new(Shadow {
             report: Mutex::new(report),
             batches,
+            skipped_changes: Mutex::default(),
+            state_copy_mib: config.state.as_ref().map_or(0, |s| s.max_mib as usize),
+            wants_state: config.state.is_some().into(),
             stopping: Notify::new(),
         });
         let deadline = Instant::now() + Duration::from_secs(limits.seconds);
         tokio::spawn(compare_batches(
             shadow.clone(),
-            stage,
+            Candidate {
+                stage,
+                state_limits: state_limits(config),
+                state: None,
+            },
             queued,
             config.sink.topic.clone(),
             deadline,
         ));
         shadow
+    }
+
+    /// The most memory its copy of the pipeline's state may take, in MiB (0 for a
+    /// pipeline without state).
+    pub fn state_copy_mib(&self) -> usize {
+        self.state_copy_mib
+    }
+
+    /// Whether the next live batch should freeze the state it reads for the candidate.
+    pub(crate) fn wants_state(&self) -> bool {
+        self.wants_state.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// What the shadow found so far.
@@ -163,11 +211,39 @@ impl Shadow {
     /// far behind (then the batch is skipped, and counted).
     pub(crate) fn offer(&self, live: LiveBatch) {
         let end = live.batch.end;
-        let mut report = self.lock();
-        report.live_through = report.live_through.max(Some(end));
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.batches.try_send(live) {
+        let too_far_behind = {
+            let mut report = self.lock();
+            report.live_through = report.live_through.max(Some(end));
+            let Err(mpsc::error::TrySendError::Full(live)) = self.batches.try_send(live) else {
+                return;
+            };
             report.skipped_batches += 1;
+            let Some(keyed) = live.keyed else { return };
+            let mut skipped = self.skipped();
+            skipped.push((end, keyed.changes));
+            skipped.len() > MAX_SKIPPED_CHANGES
+        };
+        if too_far_behind {
+            self.stop(&format!(
+                "the candidate fell {MAX_SKIPPED_CHANGES} batches behind the live module, whose state changes it would have to hold"
+            ));
         }
+    }
+
+    fn skipped(&self) -> std::sync::MutexGuard<'_, Vec<(Position, Arc<StateChanges>)>> {
+        self.skipped_changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the changes of skipped batches that came before the batch ending at `end`.
+    fn skipped_before(&self, end: Position) -> Vec<(Position, Arc<StateChanges>)> {
+        let mut skipped = self.skipped();
+        let (before, rest) = std::mem::take(&mut *skipped)
+            .into_iter()
+            .partition(|(at, _)| *at < end);
+        *skipped = rest;
+        before
     }
 
     fn end(&self, phase: ShadowPhase, reason: &str) {
@@ -192,11 +268,135 @@ impl Shadow {
     }
 }
 
+/// The candidate's side of a shadow: its stage and, for a stateful pipeline, its copy
+/// of the state once made.
+struct Candidate {
+    stage: TransformStage,
+    state_limits: Option<StateLimits>,
+    state: Option<CandidateState>,
+}
+
+/// A stateful candidate's own state, copied from the live one.
+struct CandidateState {
+    state: Arc<PipelineState>,
+}
+
+impl Candidate {
+    /// Whether the candidate can run `live`: a stateless one always; a stateful one once
+    /// it has its copy of the live state, made from the first batch that brings one.
+    async fn ready_for(&mut self, live: &mut LiveBatch, shadow: &Shadow) -> Result<bool, String> {
+        let Some(limits) = self.state_limits else {
+            return Ok(true);
+        };
+        if self.state.is_some() {
+            return Ok(true);
+        }
+        let Some(frozen) = live.keyed.as_mut().and_then(|keyed| keyed.before.take()) else {
+            return Ok(false);
+        };
+        let (copied, took) = blocking_step(move || {
+            let started = Instant::now();
+            (frozen.copy(), started.elapsed())
+        })
+        .await;
+        let store =
+            copied.map_err(|error| format!("the live state could not be copied: {error}"))?;
+        shadow
+            .wants_state
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        // Batches skipped before this one are in the copy already.
+        drop(shadow.skipped_before(live.batch.end));
+        let usage = store.usage();
+        let state = Arc::new(PipelineState::new(Arc::new(store)));
+        self.stage.set_state(StageState::new(state.clone(), limits));
+        self.state = Some(CandidateState { state });
+        shadow.lock().state = Some(ShadowState {
+            copied_keys: usage.keys,
+            copied_bytes: usage.bytes,
+            copy_ms: took.as_millis() as u64,
+            copied_for: Some(live.batch.end),
+            keys: usage.keys,
+            bytes: usage.bytes,
+            ..ShadowState::default()
+        });
+        tracing::info!(
+            keys = usage.keys,
+            bytes = usage.bytes,
+            took_ms = took.as_millis() as u64,
+            "A shadow deploy copied the live state for its candidate."
+        );
+        Ok(true)
+    }
+
+    /// Applies the live changes of the batches skipped before the one ending at `end`,
+    /// and returns how many there were.
+    fn catch_up(&self, shadow: &Shadow, end: Position) -> u64 {
+        let Some(candidate) = &self.state else {
+            return 0;
+        };
+        let compared = shadow.lock().through;
+        let mut applied = 0;
+        for (at, changes) in shadow.skipped_before(end) {
+            if compared.is_none_or(|through| at > through) {
+                candidate.state.push(at, changes);
+                applied += 1;
+            }
+        }
+        if applied > 0 {
+            commit_copy(&candidate.state, end);
+        }
+        applied
+    }
+
+    /// Runs the batch, keeping what a stateful candidate changed in its copy.
+    fn transform(
+        &mut self,
+        batch: &ChangeBatch,
+    ) -> (
+        Result<StageOutput, (u32, TransformError)>,
+        Option<StateChanges>,
+    ) {
+        let mut result = self.stage.apply(&batch.batch);
+        let changes = match (&mut result, &self.state) {
+            (Ok(output), Some(candidate)) => {
+                let changes = std::mem::take(&mut output.state);
+                candidate.state.push(batch.end, Arc::new(changes.clone()));
+                commit_copy(&candidate.state, batch.end);
+                Some(changes)
+            }
+            _ => None,
+        };
+        (result, changes)
+    }
+}
+
+/// Moves the copy's changes through `end` into its store, which is memory.
+fn commit_copy(state: &PipelineState, end: Position) {
+    state
+        .committed(end)
+        .expect("the in-memory store does not fail");
+}
+
+/// Counts how the candidate's state changes of a batch compare with the live ones.
+fn compare_changes(live: &StateChanges, candidate: &StateChanges, counts: &mut ShadowState) {
+    for (key, value) in live.iter() {
+        match candidate.lookup(key) {
+            Some(theirs) if theirs == value => counts.changes_equal += 1,
+            Some(_) => counts.changes_differ += 1,
+            None => counts.live_only += 1,
+        }
+    }
+    counts.candidate_only += candidate
+        .iter()
+        .filter(|(key, _)| live.lookup(key).is_none())
+        .count() as u64;
+}
+
 /// The shadow's task: runs the candidate on each batch handed to it and adds the
 /// comparison to the report, until a limit, a stop, or too many failures.
 async fn compare_batches(
     shadow: Arc<Shadow>,
-    mut stage: TransformStage,
+    mut candidate: Candidate,
     mut queued: mpsc::Receiver<LiveBatch>,
     default_topic: String,
     deadline: Instant,
@@ -223,15 +423,29 @@ async fn compare_batches(
         {
             continue;
         }
-        let (back, (result, took, memory_peak, live)) = blocking_step(move || {
+        let mut live = live;
+        match candidate.ready_for(&mut live, &shadow).await {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(reason) => {
+                shadow.stop(&reason);
+                return;
+            }
+        }
+        let caught_up = candidate.catch_up(&shadow, live.batch.end);
+        let (back, (result, changes, took, memory_peak, live)) = blocking_step(move || {
             let started = Instant::now();
-            let result = stage.apply(&live.batch.batch);
+            let (result, changes) = candidate.transform(&live.batch);
             let took = started.elapsed();
-            let memory_peak = stage.memory_peak();
-            (stage, (result, took, memory_peak, live))
+            let memory_peak = candidate.stage.memory_peak();
+            (candidate, (result, changes, took, memory_peak, live))
         })
         .await;
-        stage = back;
+        candidate = back;
+        let usage = candidate
+            .state
+            .as_ref()
+            .map(|copy| copy.state.store().usage());
         let batch = &live.batch;
         let place = BatchPlace {
             version: batch.end.version,
@@ -243,6 +457,15 @@ async fn compare_batches(
             report.batches += 1;
             report.rows += batch.batch.num_rows() as u64;
             report.through = Some(batch.end);
+            if let Some(state) = &mut report.state {
+                state.caught_up_batches += caught_up;
+                if let Some(usage) = usage {
+                    (state.keys, state.bytes) = (usage.keys, usage.bytes);
+                }
+                if let (Some(live), Some(changes)) = (&live.keyed, &changes) {
+                    compare_changes(&live.changes, changes, state);
+                }
+            }
             add_cost(
                 &mut report.live_cost,
                 &live.records,

@@ -86,8 +86,15 @@ impl TransformStage {
             "Transform module loaded."
         );
         let mut stage = TransformStage::with_instance(config, module, instance, metrics);
-        stage.keyed = keyed;
+        if let Some(keyed) = keyed {
+            stage.set_state(keyed);
+        }
         Ok(stage)
+    }
+
+    /// Transforms with `keyed` state from the next batch on.
+    pub(crate) fn set_state(&mut self, keyed: StageState) {
+        self.keyed = Some(keyed);
     }
 
     /// A stage of `config`'s pipeline, without keyed state, that starts with

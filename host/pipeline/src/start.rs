@@ -188,6 +188,34 @@ pub(crate) async fn latest_version(feed: &Arc<ChangeFeed>) -> Result<u64, Pipeli
     Ok(blocking_step(move || reader.latest_version()).await?)
 }
 
+/// The versions of `config`'s table that commit times name: the first committed at
+/// or after `from` and the last at or before `to`, as Spark's `startingTimestamp` and
+/// `endingTimestamp` resolve them (in-commit timestamps where the table has them, file
+/// modification times otherwise).
+pub async fn versions_at_times(
+    config: &PipelineConfig,
+    from: Option<std::time::SystemTime>,
+    to: Option<std::time::SystemTime>,
+) -> Result<(Option<u64>, Option<u64>), PipelineError> {
+    let millis = |time: std::time::SystemTime| {
+        time.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    };
+    let (table, options) = (config.source.table.clone(), config.source_options());
+    let resolved = blocking_step(move || {
+        let feed = ChangeFeed::open(&table, options)?;
+        let from = from
+            .map(|time| feed.version_at_or_after(millis(time)))
+            .transpose()?;
+        let to = to
+            .map(|time| feed.version_at_or_before(millis(time)))
+            .transpose()?;
+        Ok::<_, sluice_source::SourceError>((from, to))
+    })
+    .await?;
+    Ok(resolved)
+}
+
 /// Where the config says a pipeline without a stored position starts.
 pub(crate) async fn configured_start(
     config: &PipelineConfig,

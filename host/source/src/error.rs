@@ -169,6 +169,18 @@ pub enum SourceError {
         /// The kernel's explanation.
         detail: String,
     },
+    /// No commit is at or before the ending timestamp.
+    #[error(
+        "Table {table} has no commit at or before the ending timestamp ({timestamp_ms} ms since the epoch): {detail}. Use a later ending timestamp."
+    )]
+    NoVersionBefore {
+        /// The configured location.
+        table: String,
+        /// The ending timestamp, in milliseconds since the epoch.
+        timestamp_ms: i64,
+        /// The kernel's explanation.
+        detail: String,
+    },
     /// Any other error from the Delta kernel.
     #[error("Cannot read table {table} ({context}): {source}")]
     Kernel {

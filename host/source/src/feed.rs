@@ -251,6 +251,26 @@ impl ChangeFeed {
         }
     }
 
+    /// The last version committed at or before `timestamp_ms`, as Spark's
+    /// `endingTimestamp` resolves it.
+    pub fn version_at_or_before(&self, timestamp_ms: i64) -> Result<u64, SourceError> {
+        let snapshot = self.snapshot()?;
+        match timestamp_range_to_versions(&snapshot, self.engine.as_ref(), 0, Some(timestamp_ms)) {
+            Ok((_, Some(version))) => Ok(version),
+            Ok((_, None)) => Ok(snapshot.version()),
+            Err(KernelError::LogHistory(e)) => Err(SourceError::NoVersionBefore {
+                table: self.table.clone(),
+                timestamp_ms,
+                detail: e.to_string(),
+            }),
+            Err(e) => Err(kernel_error(
+                &self.table,
+                "finding the version of a timestamp",
+                e,
+            )),
+        }
+    }
+
     pub(crate) fn snapshot(&self) -> Result<SnapshotRef, SourceError> {
         Snapshot::builder_for(self.url.as_str())
             .build(self.engine.as_ref())

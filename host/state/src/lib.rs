@@ -21,6 +21,6 @@ pub use entry_json::{bytes_from_text_or_hex, entry_from_json, entry_to_json, nam
 pub use error::StoreError;
 pub use live::{LiveState, Loan};
 pub use memory::{MemoryChangelog, MemoryStore};
-pub use pipeline_state::{MAX_CHECKPOINT_AGE, PipelineState, Restored};
+pub use pipeline_state::{FrozenState, MAX_CHECKPOINT_AGE, PipelineState, Restored};
 pub use redb_store::RedbStore;
-pub use store::{Checkpoint, StateStore};
+pub use store::{Checkpoint, StateStore, StoreSnapshot};

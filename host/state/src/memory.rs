@@ -8,7 +8,7 @@ use sluice_engine::{StateChanges, StateEntry, StateUsage};
 
 use crate::changelog::{Changelog, ChangelogEntry};
 use crate::error::StoreError;
-use crate::store::{Checkpoint, StateStore};
+use crate::store::{Checkpoint, StateStore, StoreSnapshot};
 
 /// A [`StateStore`] in memory.
 #[derive(Default)]
@@ -94,6 +94,28 @@ impl StateStore for MemoryStore {
     fn clear(&self) -> Result<(), StoreError> {
         *self.lock() = MemoryInner::default();
         Ok(())
+    }
+
+    fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>, StoreError> {
+        Ok(Box::new(MemorySnapshot(self.lock().entries.clone())))
+    }
+}
+
+/// A copy of a [`MemoryStore`]'s entries.
+struct MemorySnapshot(BTreeMap<Vec<u8>, Vec<u8>>);
+
+impl StoreSnapshot for MemorySnapshot {
+    fn entries(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<StateEntry>, StoreError> {
+        let from = match after {
+            Some(after) => std::ops::Bound::Excluded(after.to_vec()),
+            None => std::ops::Bound::Unbounded,
+        };
+        Ok(self
+            .0
+            .range((from, std::ops::Bound::Unbounded))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
     }
 }
 

@@ -12,7 +12,8 @@ use sluice_position::Position;
 
 use crate::changelog::Changelog;
 use crate::error::StoreError;
-use crate::store::{Checkpoint, StateStore};
+use crate::memory::MemoryStore;
+use crate::store::{Checkpoint, StateStore, StoreSnapshot};
 
 /// How old a checkpoint may be before the store is rebuilt from the whole changelog:
 /// removals leave the compacted changelog after its `delete.retention.ms` (seven days,
@@ -40,6 +41,37 @@ pub struct Restored {
 struct Pending {
     batches: VecDeque<(Position, Arc<StateChanges>)>,
     merged: StateChanges,
+}
+
+/// Entries copied in a page of [`FrozenState::copy`].
+const COPY_PAGE: usize = 4096;
+
+/// A pipeline's state at one moment, unchanged by the batches after it.
+pub struct FrozenState {
+    store: Box<dyn StoreSnapshot>,
+    pending: Vec<Arc<StateChanges>>,
+}
+
+impl FrozenState {
+    /// The state in memory.
+    pub fn copy(&self) -> Result<MemoryStore, StoreError> {
+        let copy = MemoryStore::default();
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let page = self.store.entries(after.as_deref(), COPY_PAGE)?;
+            let Some((last, _)) = page.last() else { break };
+            after = Some(last.clone());
+            let mut changes = StateChanges::default();
+            for (key, value) in page {
+                changes.record(key, Some(value));
+            }
+            copy.apply(&changes)?;
+        }
+        for changes in &self.pending {
+            copy.apply(changes)?;
+        }
+        Ok(copy)
+    }
 }
 
 /// A pipeline's state: what its module reads and changes through.
@@ -139,6 +171,17 @@ impl PipelineState {
     /// Forgets the changes not committed: the work after the last commit is redone.
     pub fn discard_pending(&self) {
         *self.lock() = Pending::default();
+    }
+
+    /// The state as the next batch reads it, held still: a snapshot of the store and
+    /// the changes not committed. Cheap; [`FrozenState::copy`] does the copying, while
+    /// batches go on being transformed and committed.
+    pub fn freeze(&self) -> Result<FrozenState, StoreError> {
+        let pending = self.lock();
+        Ok(FrozenState {
+            store: self.store.snapshot()?,
+            pending: pending.batches.iter().map(|(_, c)| c.clone()).collect(),
+        })
     }
 
     /// Brings the store up to the end of `changelog`: from its checkpoint, or from the
@@ -340,6 +383,49 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_holds_the_store_and_the_pending_changes_and_not_what_came_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let stores: [Arc<dyn StateStore>; 2] = [
+            Arc::new(MemoryStore::default()),
+            Arc::new(crate::RedbStore::open(dir.path()).unwrap()),
+        ];
+        for store in stores {
+            let state = PipelineState::new(store);
+            assert_eq!(state.freeze().unwrap().copy().unwrap().usage().keys, 0);
+            let many: Vec<(String, Option<String>)> = (0..10_000)
+                .map(|i| (format!("k{i:05}"), Some(i.to_string())))
+                .collect();
+            let many: Vec<(&str, Option<&str>)> = many
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_deref()))
+                .collect();
+            state.push(Position::at_version(1), Arc::new(changes(&many, None)));
+            state.committed(Position::at_version(1)).unwrap();
+            state.push(
+                Position::at_version(2),
+                Arc::new(changes(&[("k00000", None), ("new", Some("n"))], None)),
+            );
+            let frozen = state.freeze().unwrap();
+            // What the pipeline does after the freeze is not in the copy.
+            state.committed(Position::at_version(2)).unwrap();
+            state.push(
+                Position::at_version(3),
+                Arc::new(changes(&[("k00001", Some("later"))], None)),
+            );
+            state.committed(Position::at_version(3)).unwrap();
+            let copy = frozen.copy().unwrap();
+            assert_eq!(copy.get(b"k00000").unwrap(), None);
+            assert_eq!(copy.get(b"new").unwrap(), Some(b"n".to_vec()));
+            assert_eq!(copy.get(b"k00001").unwrap(), Some(b"1".to_vec()));
+            assert_eq!(copy.usage().keys, 10_000);
+            // Nor is the copy's change in the pipeline's state.
+            copy.apply(&changes(&[("k00002", Some("copy's"))], None))
+                .unwrap();
+            assert_eq!(value(&state, "k00002").as_deref(), Some("2"));
+        }
+    }
+
+    #[test]
     fn restoring_reads_the_changelog_from_the_checkpoint_or_from_the_start() {
         let changelog = MemoryChangelog::default();
         changelog.append(&changes(&[("a", Some("1")), ("b", Some("2"))], None));
@@ -430,6 +516,9 @@ mod tests {
         }
         fn clear(&self) -> Result<(), StoreError> {
             Ok(())
+        }
+        fn snapshot(&self) -> Result<Box<dyn crate::StoreSnapshot>, StoreError> {
+            MemoryStore::default().snapshot()
         }
     }
 

@@ -9,7 +9,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 use sluice_engine::{StateChanges, StateEntry, StateUsage};
 
 use crate::error::StoreError;
-use crate::store::{Checkpoint, StateStore};
+use crate::store::{Checkpoint, StateStore, StoreSnapshot};
 
 const ENTRIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entries");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -190,6 +190,49 @@ impl StateStore for RedbStore {
         })?;
         *usage = StateUsage::default();
         Ok(())
+    }
+
+    fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>, StoreError> {
+        let read = self.db.begin_read().map_err(|e| self.io(e))?;
+        let table = match read.open_table(ENTRIES) {
+            Ok(table) => Some(table),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(self.io(e)),
+        };
+        Ok(Box::new(RedbSnapshot {
+            table,
+            path: self.path.clone(),
+        }))
+    }
+}
+
+/// A read transaction's view of a [`RedbStore`]: redb keeps the pages it reads until
+/// it is dropped, whatever is written meanwhile.
+struct RedbSnapshot {
+    table: Option<redb::ReadOnlyTable<&'static [u8], &'static [u8]>>,
+    path: PathBuf,
+}
+
+impl StoreSnapshot for RedbSnapshot {
+    fn entries(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<StateEntry>, StoreError> {
+        let io = |error: redb::StorageError| StoreError::Io {
+            path: self.path.clone(),
+            detail: error.to_string(),
+        };
+        let Some(table) = &self.table else {
+            return Ok(Vec::new());
+        };
+        let lower = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        let range = table
+            .range((lower, std::ops::Bound::<&[u8]>::Unbounded))
+            .map_err(io)?;
+        range
+            .take(limit)
+            .map(|entry| {
+                let (key, value) = entry.map_err(io)?;
+                Ok((key.value().to_vec(), value.value().to_vec()))
+            })
+            .collect()
     }
 }
 

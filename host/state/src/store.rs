@@ -36,4 +36,12 @@ pub trait StateStore: Send + Sync {
     fn set_checkpoint(&self, checkpoint: Checkpoint) -> Result<(), StoreError>;
     /// Removes every entry and the checkpoint.
     fn clear(&self) -> Result<(), StoreError>;
+    /// The entries as they are now, to read while changes go on.
+    fn snapshot(&self) -> Result<Box<dyn StoreSnapshot>, StoreError>;
+}
+
+/// A store's entries at one moment, unchanged by what is applied after it was taken.
+pub trait StoreSnapshot: Send {
+    /// Up to `limit` entries after `after`, in key order.
+    fn entries(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<StateEntry>, StoreError>;
 }

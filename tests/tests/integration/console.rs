@@ -190,6 +190,7 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
     let screenshots = std::env::var_os("SLUICE_CONSOLE_SCREENSHOTS")
         .map(PathBuf::from)
         .unwrap_or_else(|| tables.path().join("screenshots"));
+    let replay_topic = unique_topic("console-replay");
     let script = repo_root().join("host/console/web/tests/console.mjs");
     let output = Command::new("node")
         .arg(&script)
@@ -206,6 +207,7 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
         .env("SLUICE_EXPECTED_LETTERS", Value::from(expected).to_string())
         .env("SLUICE_INJECTED", INJECTED)
         .env("SLUICE_SCREENSHOTS", &screenshots)
+        .env("SLUICE_REPLAY_TOPIC", &replay_topic)
         .output()
         .expect("node runs");
     appending.store(false, Ordering::Relaxed);
@@ -236,6 +238,11 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
     );
     assert_eq!(status["module"]["language"], "rust", "{status:#}");
     assert_eq!(status["state"], "running", "{status:#}");
+    // The replay the browser started sent the streaming table's first versions again.
+    assert!(
+        !sluice_tests::consume_all(&replay_topic).is_empty(),
+        "the replay sent nothing"
+    );
     for page in [
         "sign-in",
         "pipelines",
@@ -244,6 +251,7 @@ fn a_tenant_watches_and_steers_its_pipelines_in_the_console() {
         "modules",
         "operator",
         "shadow",
+        "replay",
     ] {
         assert!(
             screenshots.join(format!("{page}.png")).exists(),

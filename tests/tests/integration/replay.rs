@@ -1,7 +1,8 @@
 //! Replays under `sluice serve`, against a real broker, real tables and real
 //! components: versions 3..7 sent again through another module into a topic of their
-//! own equal `sluice preview` of that range, while the pipeline itself carries on; a
-//! replay whose service is SIGKILLed 10 times finishes with exactly the same records.
+//! own equal `sluice preview` of that range, while the pipeline itself carries on; so
+//! does a range named by commit times; a replay whose service is SIGKILLed 10 times
+//! finishes with exactly the same records.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -124,6 +125,46 @@ fn a_replay_sends_its_range_through_its_module_and_survives_kills() {
             .unwrap()
             .contains("a topic of its own"),
         "{refused}"
+    );
+
+    // A range by commit time, from the command line: the times of versions 5 and 7
+    // (the log files' modification times, as the table has no in-commit times; each
+    // was written by a process of its own, so no other version shares its time).
+    let committed = |version: u64| {
+        let log = table.join(format!("_delta_log/{version:020}.json"));
+        let time = std::fs::metadata(log).unwrap().modified().unwrap();
+        humantime::format_rfc3339_millis(time).to_string()
+    };
+    let by_time = unique_topic("replayed-by-time");
+    let (ok, out, err) = serve.cli(
+        "acme",
+        &[
+            "pipeline",
+            "replay",
+            &name,
+            "--from-timestamp",
+            &committed(5),
+            "--to-timestamp",
+            &committed(7),
+            "--topic",
+            &by_time,
+            "--module",
+            &revised_digest,
+            "--name",
+            &unique_topic("by-time"),
+            "--wait",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("of 7,"),
+        "the progress names the last version: {err}"
+    );
+    let status: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["ending_version"], 7, "{status}");
+    assert_eq!(
+        consumed_key_values(&by_time),
+        previewed(&table, &revised, 5, 7)
     );
 
     // Versions 1..8 again, the service SIGKILLed 10 times while the replay runs.

@@ -3,14 +3,15 @@
 //! field and drops deletes is caught record by record, as an independent comparison of
 //! two previews counts it; the live topic meanwhile gets exactly the live module's
 //! records once, under a concurrent writer; a promote under load is a normal swap; a
-//! candidate that loops is stopped by its own budget and the live output is untouched.
+//! candidate that loops is stopped by its own budget and the live output is untouched; a
+//! stateful candidate counts on from a copy of the live state and never writes it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sluice_tests::service::{Serve, pipeline_config};
+use sluice_tests::service::{CountingPipeline, Serve, counted, pipeline_config};
 use sluice_tests::{
     Extra, consumed_key_values, deals_table, kafka_bootstrap, preview_records, transform_component,
     unique_topic,
@@ -408,4 +409,72 @@ fn a_looping_candidate_is_stopped_by_its_budget_and_the_live_output_is_untouched
         .collect();
     let delivered = consumed_key_values(&topic);
     assert!(delivered == expected, "the live output changed");
+}
+
+#[test]
+fn a_stateful_shadow_counts_on_from_a_copy_and_never_writes_the_live_state() {
+    let pipeline = CountingPipeline::start("shadow-state");
+    let (serve, name) = (&pipeline.serve, &pipeline.name);
+
+    // Green counts rows in state as blue does: from the copy, it must count the same.
+    let (ok, out, err) = serve.cli(
+        "acme",
+        &[
+            "pipeline",
+            "deploy",
+            name,
+            "--module",
+            &pipeline.green,
+            "--shadow",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("Shadow of green"), "{out}");
+    for start in [100, 150, 200] {
+        pipeline.append(start, 50);
+    }
+    serve.wait_caught_up("acme", name, 3, Duration::from_secs(120));
+    let report = wait_for_shadow(serve, name, 3);
+    assert_eq!(report["phase"], "running", "{report}");
+    let state = &report["state"];
+    assert_eq!(state["copied_keys"], 1, "{report}");
+    assert_eq!(state["keys"], 1, "{report}");
+    let batches = report["batches"].as_u64().unwrap();
+    assert!(batches >= 3, "{report}");
+    assert_eq!(state["changes_equal"], batches, "{report}");
+    assert_eq!(state["changes_differ"], 0, "{report}");
+    // Every record differs only in its tag: the counts agree.
+    let (equal, changed, added, missing) = counts(&report, name);
+    assert_eq!((equal, added, missing), (0, 0, 0), "{report}");
+    assert_eq!(changed, report["rows"].as_u64().unwrap(), "{report}");
+    for difference in report["differences"].as_array().unwrap() {
+        let header = |side: &str, header: &str| {
+            difference[side]["headers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h[0] == header)
+                .map(|h| h[1].clone())
+        };
+        assert_eq!(header("live", "count"), header("candidate", "count"));
+        assert_eq!(header("candidate", "tag").unwrap(), "green");
+    }
+    let (ok, shown, err) = serve.cli("acme", &["pipeline", "shadow", "show", name]);
+    assert!(ok, "{err}");
+    assert!(
+        shown.contains("State: the candidate works on a copy of 1 keys"),
+        "{shown}"
+    );
+
+    // The live pipeline counted every row once, and its state is its own.
+    assert_eq!(counted(name), (1..=250).collect::<Vec<_>>());
+    let (ok, value, err) = serve.cli("acme", &["pipeline", "state", "get", name, "rows"]);
+    assert!(ok, "{err}");
+    assert_eq!(value, "250\n");
+    let (status, discarded) = post(
+        serve,
+        &format!("/v1/tenants/acme/pipelines/{name}/shadow/discard"),
+        None,
+    );
+    assert_eq!(status, 200, "{discarded}");
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, Producer};
-use sluice_tests::service::{Serve, pipeline_config};
+use sluice_tests::service::{CountingPipeline, counted};
 use sluice_tests::{
     Extra, PipelineFiles, consume_all, deals_table, kafka_bootstrap, preview_records,
     run_expecting_failure, run_to_latest, sluice_binary, spawn_sluice_logged, transform_component,
@@ -422,40 +422,12 @@ fn wait_until_deleted(topic: &str, log: &dyn Fn() -> String) {
 }
 
 /// The `count` header of each record of `topic`, in order.
-fn counted(topic: &str) -> Vec<u64> {
-    consume_all(topic)
-        .iter()
-        .map(|r| {
-            let (_, count) = r.headers.iter().find(|(k, _)| k == "count").unwrap();
-            count.parse().unwrap()
-        })
-        .collect()
-}
-
 #[test]
 fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_removes_it() {
-    let blue = transform_component("tagged/blue");
-    let green = transform_component("tagged/green");
-    let dir = tempfile::tempdir().unwrap();
-    let table = dir.path().join("deals");
-    deals_table(&table, &["create", "--rows", "100"]);
-    let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
-    let serve = Serve::tenant("acme", &kafka);
-    let blue = serve.upload("acme", &blue, "blue");
-    let green = serve.upload("acme", &green, "green");
-    let topic = unique_topic("served-state");
-    let config = pipeline_config(
-        &table,
-        &topic,
-        None,
-        Extra {
-            params: r#"count = "true""#,
-            ..Extra::default()
-        },
-    ) + "\n[state]\n";
-    let name = topic.clone();
-    serve.create("acme", &name, &config, &blue);
-    let status = serve.wait_caught_up("acme", &name, 0, Duration::from_secs(120));
+    let pipeline = CountingPipeline::start("served-state");
+    let (serve, name, topic) = (&pipeline.serve, &pipeline.name, &pipeline.name);
+    let (blue, green) = (&pipeline.blue, &pipeline.green);
+    let status = serve.status("acme", name);
     let first_changelog = status["changelog_topic"].as_str().unwrap().to_string();
     assert_eq!(counted(&topic), (1..=100).collect::<Vec<_>>());
     let deploy = |module: &str| {
@@ -468,10 +440,7 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
         assert_eq!(status, 200, "{report}");
         report
     };
-    let append = |start: u64| {
-        let start = start.to_string();
-        deals_table(&table, &["append", "--start", &start, "--rows", "50"]);
-    };
+    let append = |start: u64| pipeline.append(start, 50);
 
     // Kept: green counts on from blue's count.
     assert_eq!(deploy(&green)["outcome"], "switched");

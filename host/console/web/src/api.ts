@@ -71,6 +71,8 @@ export interface PipelineStatus {
   dead_letter_topic: string | null;
   /** With [state], the topic its keyed state is committed to. */
   changelog_topic?: string | null;
+  /** `[source] ending_version`: the last version it delivers (a replay's end). */
+  ending_version?: number | null;
   position: Position;
   latest_version: number;
   lag_versions: number;
@@ -195,6 +197,32 @@ export interface ShadowReport {
   }[];
   live_cost: ModuleCost;
   candidate_cost: ModuleCost;
+  /** For a stateful pipeline: the candidate's copy of the live state. */
+  state?: {
+    copied_keys: number;
+    copied_bytes: number;
+    copy_ms: number;
+    keys: number;
+    bytes: number;
+    changes_equal: number;
+    changes_differ: number;
+    live_only: number;
+    candidate_only: number;
+    caught_up_batches: number;
+  } | null;
+}
+
+/** One end of a replay: a version number, or an RFC 3339 commit time. */
+export type ReplayEnd = { version: number } | { timestamp: string };
+
+export interface ReplayRequest {
+  from: ReplayEnd;
+  to: ReplayEnd;
+  topic: string;
+  module?: string;
+  snapshot?: boolean;
+  name?: string;
+  dead_letter_topic?: string;
 }
 
 export interface Module {
@@ -336,6 +364,25 @@ export const deploy = (tenant: string, name: string, module: string, sampleRows?
       ...(resetState ? { reset_state: true } : {}),
     }),
   });
+
+/** Starts a replay of versions of the pipeline's table: a pipeline of its own. */
+export const replay = (tenant: string, name: string, request: ReplayRequest) => {
+  const end = (side: 'from' | 'to', value: ReplayEnd) =>
+    'version' in value ? { [`${side}_version`]: value.version } : { [`${side}_timestamp`]: value.timestamp };
+  return json<PipelineStatus>(`${pipelinePath(tenant, name)}/replays`, {
+    method: 'POST',
+    contentType: 'application/json',
+    body: JSON.stringify({
+      ...end('from', request.from),
+      ...end('to', request.to),
+      topic: request.topic,
+      ...(request.module ? { module: request.module } : {}),
+      ...(request.snapshot ? { snapshot: true } : {}),
+      ...(request.name ? { name: request.name } : {}),
+      ...(request.dead_letter_topic ? { dead_letter_topic: request.dead_letter_topic } : {}),
+    }),
+  });
+};
 
 export const startShadow = (tenant: string, name: string, module: string) =>
   json<ShadowReport>(`${pipelinePath(tenant, name)}/shadow`, {

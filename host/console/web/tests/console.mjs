@@ -29,6 +29,7 @@ const deployModulePath = required('SLUICE_DEPLOY_MODULE_PATH');
 const expectedLetters = JSON.parse(required('SLUICE_EXPECTED_LETTERS'));
 const injected = required('SLUICE_INJECTED');
 const screenshots = required('SLUICE_SCREENSHOTS');
+const replayTopic = required('SLUICE_REPLAY_TOPIC');
 
 const pipelineHash = (t, name) => `#/tenants/${encodeURIComponent(t)}/pipelines/${encodeURIComponent(name)}`;
 
@@ -243,6 +244,23 @@ async function main() {
     await shoot('shadow.png');
     await byTestId('shadow-discard').click();
     await byTestId('shadow').waitFor({ state: 'detached' });
+  });
+
+  await check(`a replay of ${streaming} started from the console shows its progress until it finishes`, async () => {
+    await page.goto(url + pipelineHash(tenant, streaming));
+    await byTestId('replay-form').waitFor();
+    await byTestId('replay-from').fill('0');
+    await byTestId('replay-topic').fill(replayTopic);
+    await byTestId('replay-submit').click();
+    const result = byTestId('replay-result');
+    const text = await poll('the replay result', async () => (await result.count()) && (await result.innerText()), WAIT);
+    assert.match(text, /^Replay .* started; it finishes after version \d+/, `the replay did not start: ${text}`);
+    await byTestId('replay-link').click();
+    const progress = byTestId('replay-progress');
+    await poll('the replay to finish', async () => (await progress.count()) && /^Finished/.test(await progress.innerText()), 2 * WAIT);
+    await shoot('replay.png');
+    await page.goto(url + pipelineHash(tenant, rejecting));
+    await byTestId('dead-letters-link').waitFor();
   });
 
   await check(`the dead letters of ${rejecting} list the rejected rows`, async () => {

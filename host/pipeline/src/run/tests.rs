@@ -10,12 +10,14 @@ use sluice_engine::{
 };
 use sluice_sink::SinkError;
 use sluice_source::arrow::array::RecordBatch;
-use sluice_source::{ChangeFeed, Position, Preceded, SourceOptions};
+use sluice_source::{ChangeBatch, ChangeFeed, Position, Preceded, SourceOptions};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::*;
 use crate::memory_sink::{Call, Failure, MemorySink, Seen};
-use crate::shadow::{DifferenceKind, Shadow, ShadowLimits, ShadowPhase, ShadowSlot};
+use crate::shadow::{
+    DifferenceKind, LiveBatch, LiveKeyed, Shadow, ShadowLimits, ShadowPhase, ShadowSlot,
+};
 
 /// A table with several versions of inserts, updates and deletes (from delta-kernel's
 /// test data, in the repository's fixtures).
@@ -705,6 +707,8 @@ struct Counting {
     digest: &'static str,
     /// On this batch (counting from 1), ask for a swap.
     swap_on: Option<(usize, SwapAsk)>,
+    /// Take this long over every batch.
+    slow: Duration,
 }
 
 struct CountingInstance {
@@ -745,6 +749,7 @@ impl Instance for CountingInstance {
         state: &StateScope,
     ) -> Result<BatchOutput, TransformError> {
         self.batches += 1;
+        std::thread::sleep(self.module.slow);
         if let Some((n, swap)) = &self.module.swap_on
             && *n == self.batches
             && let Some((sender, request)) = swap.lock().unwrap().take()
@@ -779,6 +784,7 @@ fn counting(digest: &'static str) -> Counting {
     Counting {
         digest,
         swap_on: None,
+        slow: Duration::ZERO,
     }
 }
 
@@ -883,6 +889,7 @@ async fn a_swap_keeps_the_state_and_drops_the_old_modules_read_ahead() {
     let old_module = Counting {
         digest: "c",
         swap_on: Some((3, Arc::new(Mutex::new(Some((swaps_in, request)))))),
+        slow: Duration::ZERO,
     };
     let dir = tempfile::tempdir().unwrap();
     let delivery = MemorySink::default();
@@ -958,7 +965,7 @@ impl Instance for AlwaysFails {
 /// shadow to compare what the live module did (or to end).
 async fn run_shadowed(
     config: &PipelineConfig,
-    live: Rows,
+    live: Arc<dyn Module>,
     candidate: Arc<dyn Module>,
     limits: ShadowLimits,
     delivery: &MemorySink,
@@ -966,11 +973,11 @@ async fn run_shadowed(
     let instance = candidate
         .instantiate(&config.transform_params(), Arc::new(config.format()))
         .unwrap();
-    let shadow = Shadow::start(config, live.digest, candidate, instance, limits);
+    let shadow = Shadow::start(config, live.digest(), candidate, instance, limits);
     let slot = Arc::new(ShadowSlot::default());
     slot.install(shadow.clone());
     let controls = RunControls {
-        module: Some(Arc::new(live)),
+        module: Some(live),
         quiet_progress: true,
         shadow: slot,
         ..RunControls::default()
@@ -999,7 +1006,7 @@ async fn a_shadow_of_the_same_module_finds_every_record_equal_and_produces_nothi
     delivery.fail(Call::Commit(2), Failure::Abort);
     let report = run_shadowed(
         &config(""),
-        rows("a"),
+        Arc::new(rows("a")),
         Arc::new(rows("a")),
         ShadowLimits::default(),
         &delivery,
@@ -1030,7 +1037,7 @@ async fn a_shadow_names_the_records_and_rejections_a_candidate_changes() {
     let config = config("on_error = \"skip\"");
     let report = run_shadowed(
         &config,
-        rows("a"),
+        Arc::new(rows("a")),
         Arc::new(candidate),
         ShadowLimits {
             differences: 1000,
@@ -1065,7 +1072,7 @@ async fn a_failing_candidate_is_stopped_and_the_live_pipeline_delivers_everythin
     let delivery = MemorySink::default();
     let report = run_shadowed(
         &config(""),
-        rows("a"),
+        Arc::new(rows("a")),
         Arc::new(AlwaysFails),
         ShadowLimits::default(),
         &delivery,
@@ -1089,7 +1096,7 @@ async fn a_shadow_finishes_at_its_batch_limit() {
     let delivery = MemorySink::default();
     let report = run_shadowed(
         &config(""),
-        rows("a"),
+        Arc::new(rows("a")),
         Arc::new(rows("a")),
         ShadowLimits {
             batches: Some(2),
@@ -1125,4 +1132,132 @@ async fn a_following_pipeline_stops_after_its_ending_version() {
         .filter(|(version, _)| *version <= end)
         .collect();
     assert_eq!(delivery.seen().origins(), through_end);
+}
+
+/// A stateful candidate counts on from a copy of the live state: the same counts as
+/// the live module, batch after batch, while the live pipeline counts every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateful_shadow_works_on_a_copy_of_the_live_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let delivery = MemorySink::default();
+    delivery.fail(Call::Commit(2), Failure::Abort);
+    let config = stateful_config(dir.path());
+    let report = run_shadowed(
+        &config,
+        Arc::new(counting("c")),
+        Arc::new(counting("c")),
+        ShadowLimits::default(),
+        &delivery,
+    )
+    .await;
+    assert_counted_once(&delivery.seen(), "beside a shadow");
+    let state = report.state.clone().expect("the candidate has a copy");
+    // Made for the first batch, which read an empty state.
+    assert_eq!(state.copied_keys, 0, "{report:?}");
+    assert_eq!(state.keys, 1, "{report:?}");
+    assert!(report.batches > 2, "{report:?}");
+    assert_eq!(state.changes_equal, report.batches, "{report:?}");
+    assert_eq!(
+        (state.changes_differ, state.live_only, state.candidate_only),
+        (0, 0, 0)
+    );
+    let counts = report.topics["out"];
+    assert_eq!(counts.equal, report.rows, "{report:?}");
+    assert!(!report.total().differs(), "{report:?}");
+    assert_eq!(report.rows, all_rows().len() as u64, "{report:?}");
+}
+
+/// A one-row batch at `version`, as the live Counting module left it after a count of
+/// 100 before version 1: its record, its state changes, and (when the shadow asks)
+/// the state it read.
+fn counted_batch(live: &sluice_state::PipelineState, shadow: &Shadow, version: u64) -> LiveBatch {
+    use sluice_source::arrow::array::Int32Array;
+    use sluice_source::arrow::datatypes::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int32, false)]));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![1]))]).unwrap();
+    let end = Position {
+        version,
+        row_offset: 1,
+        snapshot: false,
+    };
+    let count = (100 + version).to_string().into_bytes();
+    let before = shadow.wants_state().then(|| live.freeze().unwrap());
+    let changes = Arc::new(
+        [(b"rows".to_vec(), Some(count.clone()))]
+            .into_iter()
+            .collect::<sluice_engine::StateChanges>(),
+    );
+    live.push(end, changes.clone());
+    live.committed(end).unwrap();
+    LiveBatch {
+        batch: ChangeBatch { batch, end },
+        records: vec![OutputRecord {
+            source_row: 0,
+            key: Some(b"c".to_vec()),
+            value: Some(count),
+            ..OutputRecord::default()
+        }],
+        failed: Vec::new(),
+        took: Duration::ZERO,
+        memory_peak: 0,
+        keyed: Some(LiveKeyed { before, changes }),
+    }
+}
+
+/// A stateful candidate too slow for the live module skips batches and takes their
+/// live state changes, so its counts still match on the batches it compares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateful_candidate_behind_the_live_module_reads_on_from_the_live_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = stateful_config(dir.path());
+    let slow = Counting {
+        slow: Duration::from_millis(20),
+        ..counting("c")
+    };
+    let instance = slow.instantiate(&[], Arc::default()).unwrap();
+    let shadow = Shadow::start(
+        &config,
+        "c",
+        Arc::new(slow),
+        instance,
+        ShadowLimits::default(),
+    );
+    let live = sluice_state::PipelineState::new(Arc::new(sluice_state::MemoryStore::default()));
+    let counted: sluice_engine::StateChanges = [(b"rows".to_vec(), Some(b"100".to_vec()))]
+        .into_iter()
+        .collect();
+    live.push(Position::at_version(0), Arc::new(counted));
+    live.committed(Position::at_version(0)).unwrap();
+    let wait = async |until: &dyn Fn(&crate::shadow::ShadowReport) -> bool| {
+        for _ in 0..500 {
+            let report = shadow.report();
+            if until(&report) {
+                return report;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the shadow did not get there: {:?}", shadow.report());
+    };
+    // The copy is made on the first batch; the next ones come faster than the
+    // candidate takes them, so most are skipped.
+    shadow.offer(counted_batch(&live, &shadow, 1));
+    let copied = wait(&|report| report.state.is_some()).await;
+    assert_eq!(copied.state.unwrap().copied_keys, 1);
+    for version in 2..=60 {
+        shadow.offer(counted_batch(&live, &shadow, version));
+    }
+    // Every batch after the copy either compared or skipped.
+    wait(&|report| report.batches + report.skipped_batches == 59).await;
+    // The next batch comes after the skipped ones: their changes are applied first.
+    shadow.offer(counted_batch(&live, &shadow, 61));
+    let report = wait(&|report| report.through.is_some_and(|t| t.version == 61)).await;
+    let state = report.state.clone().expect("the candidate has a copy");
+    assert!(report.skipped_batches > 0, "{report:?}");
+    assert_eq!(
+        state.caught_up_batches, report.skipped_batches,
+        "{report:?}"
+    );
+    assert_eq!(report.topics["out"].changed, 0, "{report:?}");
+    assert_eq!(report.topics["out"].equal, report.batches, "{report:?}");
+    assert_eq!(state.changes_differ, 0, "{report:?}");
 }

@@ -150,6 +150,36 @@ pub struct ModuleCost {
     pub memory_peak_bytes: u64,
 }
 
+/// A stateful candidate's copy of the live state, and its state changes against the
+/// live module's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ShadowState {
+    /// Keys in the copy when it was made.
+    pub copied_keys: u64,
+    /// Bytes of those keys and values.
+    pub copied_bytes: u64,
+    /// How long copying took, in milliseconds.
+    pub copy_ms: u64,
+    /// The position after the batch the copy was made for: the copy is the state that
+    /// batch read, and the shadow compares from that batch on.
+    pub copied_for: Option<Position>,
+    /// Keys and bytes the candidate's copy holds now.
+    pub keys: u64,
+    /// Bytes of them.
+    pub bytes: u64,
+    /// Keys both modules changed the same way in a batch.
+    pub changes_equal: u64,
+    /// Keys both changed, differently.
+    pub changes_differ: u64,
+    /// Keys only the live module changed.
+    pub live_only: u64,
+    /// Keys only the candidate changed.
+    pub candidate_only: u64,
+    /// Batches the shadow skipped whose live changes it applied to the copy, so that
+    /// the candidate reads on from where the live module was.
+    pub caught_up_batches: u64,
+}
+
 /// A candidate's error, with the batch it came on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CandidateError {
@@ -203,6 +233,8 @@ pub struct ShadowReport {
     pub live_cost: ModuleCost,
     /// The candidate's.
     pub candidate_cost: ModuleCost,
+    /// For a pipeline that keeps state: the candidate's copy of it, once made.
+    pub state: Option<ShadowState>,
 }
 
 impl ShadowReport {
@@ -235,6 +267,7 @@ impl ShadowReport {
             differences: Vec::new(),
             live_cost: ModuleCost::default(),
             candidate_cost: ModuleCost::default(),
+            state: None,
         }
     }
 

@@ -6,6 +6,7 @@
 //! finishes once it has delivered its last version; the live pipeline is untouched.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use serde::Deserialize;
 
@@ -13,14 +14,25 @@ use super::{CreatePipeline, PipelineStatus, Service};
 use crate::auth::TenantScope;
 use crate::error::ServiceError;
 
-/// A request to replay versions of a pipeline's table.
-#[derive(Clone, Debug, Deserialize)]
+/// A request to replay versions of a pipeline's table, named by number or by commit
+/// time (one of each end).
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Replay {
     /// The first version to send.
-    pub from_version: u64,
+    #[serde(default)]
+    pub from_version: Option<u64>,
+    /// Or: from the first version committed at or after this time (RFC 3339), as
+    /// Spark's `startingTimestamp`.
+    #[serde(default, with = "humantime_serde")]
+    pub from_timestamp: Option<SystemTime>,
     /// The last version to send (inclusive).
-    pub to_version: u64,
+    #[serde(default)]
+    pub to_version: Option<u64>,
+    /// Or: through the last version committed at or before this time, which has
+    /// passed, as Spark's `endingTimestamp`.
+    #[serde(default, with = "humantime_serde")]
+    pub to_timestamp: Option<SystemTime>,
     /// Send the table as of `from_version` (every row an insert) before the changes
     /// after it, as `[source] snapshot` does.
     #[serde(default)]
@@ -50,23 +62,42 @@ impl Service {
     ) -> Result<PipelineStatus, ServiceError> {
         let entry = self.found(|| self.entry(tenant, name)).await?;
         let definition = entry.definition();
-        if request.to_version < request.from_version {
-            return Err(ServiceError::BadRequest(format!(
-                "to_version {} is before from_version {}; a replay sends from_version through to_version",
-                request.to_version, request.from_version
-            )));
-        }
-        let config = replay_config(&definition.config, name, &request)?;
-        let replay_name = request.name.clone().unwrap_or_else(|| {
-            format!(
-                "{name}-replay-{}-{}",
-                request.from_version, request.to_version
-            )
-        });
         let module = request
             .module
             .clone()
             .unwrap_or_else(|| definition.module.clone());
+        let (from, to) = ends(&request)?;
+        let range = match (from, to) {
+            (End::Version(from), End::Version(to)) => (from, to),
+            _ => {
+                let config = self.pipeline_config(
+                    &definition.tenant,
+                    name,
+                    &definition.config,
+                    &module,
+                    definition.state_generation,
+                )?;
+                let found = sluice_pipeline::versions_at_times(&config, from.time(), to.time())
+                    .await
+                    .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+                let version = |end: End, found: Option<u64>| match end {
+                    End::Version(version) => version,
+                    End::Time(_) => found.expect("a version is found for each time given"),
+                };
+                (version(from, found.0), version(to, found.1))
+            }
+        };
+        if range.1 < range.0 {
+            return Err(ServiceError::BadRequest(format!(
+                "the replay would end at version {} before it starts at version {}; a replay sends its first version through its last",
+                range.1, range.0
+            )));
+        }
+        let config = replay_config(&definition.config, name, &request, range)?;
+        let replay_name = request
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{name}-replay-{}-{}", range.0, range.1));
         let status = self
             .create_pipeline(tenant, &replay_name, CreatePipeline { config, module })
             .await?;
@@ -74,8 +105,8 @@ impl Service {
             tenant = &**tenant,
             pipeline = name,
             replay = replay_name,
-            from_version = request.from_version,
-            to_version = request.to_version,
+            from_version = range.0,
+            to_version = range.1,
             topic = request.topic,
             "A replay started: a pipeline of its own sends the versions again and finishes after the last."
         );
@@ -83,8 +114,51 @@ impl Service {
     }
 }
 
-/// The config of a replay of the pipeline `name` whose config is `config`.
-fn replay_config(config: &str, name: &str, request: &Replay) -> Result<String, ServiceError> {
+/// One end of a replay: a version, or a commit time to find the version of.
+#[derive(Clone, Copy, Debug)]
+enum End {
+    Version(u64),
+    Time(SystemTime),
+}
+
+impl End {
+    fn time(self) -> Option<SystemTime> {
+        match self {
+            End::Version(_) => None,
+            End::Time(time) => Some(time),
+        }
+    }
+}
+
+/// The request's two ends, one named per end; a time to end at must have passed.
+fn ends(request: &Replay) -> Result<(End, End), ServiceError> {
+    let bad = |message: &str| Err(ServiceError::BadRequest(message.to_string()));
+    let from = match (request.from_version, request.from_timestamp) {
+        (Some(version), None) => End::Version(version),
+        (None, Some(time)) => End::Time(time),
+        _ => return bad("a replay starts at from_version or at from_timestamp: give one of them"),
+    };
+    let to = match (request.to_version, request.to_timestamp) {
+        (Some(version), None) => End::Version(version),
+        (None, Some(time)) if time > SystemTime::now() => {
+            return bad(
+                "to_timestamp is in the future, where versions may still be committed before it; end at a time that has passed, or at a to_version",
+            );
+        }
+        (None, Some(time)) => End::Time(time),
+        _ => return bad("a replay ends at to_version or at to_timestamp: give one of them"),
+    };
+    Ok((from, to))
+}
+
+/// The config of a replay of versions `range` of the pipeline `name` whose config is
+/// `config`.
+fn replay_config(
+    config: &str,
+    name: &str,
+    request: &Replay,
+    range: (u64, u64),
+) -> Result<String, ServiceError> {
     let bad = |message: String| ServiceError::BadRequest(message);
     let mut table: toml::Table = config
         .parse()
@@ -104,11 +178,11 @@ fn replay_config(config: &str, name: &str, request: &Replay) -> Result<String, S
     }
     source.insert(
         "starting_version".into(),
-        toml::Value::Integer(version(request.from_version)?),
+        toml::Value::Integer(version(range.0)?),
     );
     source.insert(
         "ending_version".into(),
-        toml::Value::Integer(version(request.to_version)?),
+        toml::Value::Integer(version(range.1)?),
     );
     if request.snapshot {
         source.insert("snapshot".into(), toml::Value::Boolean(true));
@@ -161,20 +235,17 @@ mod tests {
 
     fn request() -> Replay {
         Replay {
-            from_version: 3,
-            to_version: 7,
-            snapshot: false,
+            from_version: Some(3),
+            to_version: Some(7),
             topic: "acme.replayed".into(),
-            module: None,
-            dead_letter_topic: None,
-            name: None,
+            ..Replay::default()
         }
     }
 
     #[test]
     fn a_replay_reads_its_range_into_its_own_topic() {
         let live = "[source]\ntable = \"deals\"\nstarting_version = \"latest\"\nbatch_rows = 250\n[sink]\ntopic = \"acme.gold\"\n";
-        let replayed: toml::Table = replay_config(live, "gold", &request())
+        let replayed: toml::Table = replay_config(live, "gold", &request(), (3, 7))
             .unwrap()
             .parse()
             .unwrap();
@@ -187,14 +258,14 @@ mod tests {
     #[test]
     fn a_replay_into_the_live_topic_or_dead_letters_is_refused() {
         let live = "[source]\ntable = \"deals\"\n[sink]\ntopic = \"acme.replayed\"\n";
-        let refused = replay_config(live, "gold", &request()).unwrap_err();
+        let refused = replay_config(live, "gold", &request(), (3, 7)).unwrap_err();
         assert!(
             refused.to_string().contains("is pipeline gold's own"),
             "{refused}"
         );
 
         let lettered = "[source]\ntable = \"deals\"\n[transform]\non_error = \"dead-letter\"\ndead_letter_topic = \"acme.letters\"\n[sink]\ntopic = \"acme.gold\"\n";
-        let refused = replay_config(lettered, "gold", &request()).unwrap_err();
+        let refused = replay_config(lettered, "gold", &request(), (3, 7)).unwrap_err();
         assert!(
             refused
                 .to_string()
@@ -205,7 +276,7 @@ mod tests {
             dead_letter_topic: Some("acme.replay-letters".into()),
             ..request()
         };
-        let replayed: toml::Table = replay_config(lettered, "gold", &own)
+        let replayed: toml::Table = replay_config(lettered, "gold", &own, (3, 7))
             .unwrap()
             .parse()
             .unwrap();
@@ -213,5 +284,40 @@ mod tests {
             replayed["transform"]["dead_letter_topic"].as_str(),
             Some("acme.replay-letters")
         );
+    }
+
+    #[test]
+    fn each_end_is_a_version_or_a_time_that_has_passed() {
+        let both = Replay {
+            from_timestamp: Some(SystemTime::UNIX_EPOCH),
+            ..request()
+        };
+        assert!(ends(&both).is_err(), "from_version and from_timestamp");
+        let neither = Replay {
+            to_version: None,
+            ..request()
+        };
+        let error = ends(&neither).unwrap_err().to_string();
+        assert!(error.contains("to_version or at to_timestamp"), "{error}");
+        let future = Replay {
+            to_version: None,
+            to_timestamp: Some(SystemTime::now() + std::time::Duration::from_secs(3600)),
+            ..request()
+        };
+        let error = ends(&future).unwrap_err().to_string();
+        assert!(error.contains("in the future"), "{error}");
+        let by_time = Replay {
+            from_version: None,
+            from_timestamp: Some(SystemTime::UNIX_EPOCH),
+            ..request()
+        };
+        let (from, to) = ends(&by_time).unwrap();
+        assert_eq!(from.time(), Some(SystemTime::UNIX_EPOCH));
+        assert!(matches!(to, End::Version(7)));
+        let parsed: Replay = serde_json::from_str(
+            r#"{"from_timestamp": "2024-01-15T10:30:00Z", "to_version": 4, "topic": "t"}"#,
+        )
+        .unwrap();
+        assert!(parsed.from_timestamp.is_some() && parsed.from_version.is_none());
     }
 }

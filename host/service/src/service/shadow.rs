@@ -91,12 +91,11 @@ impl Service {
             &request.module,
             definition.state_generation,
         )?;
-        if config.state.is_some() {
-            return Err(ServiceError::BadRequest(format!(
-                "pipeline {name} keeps state ([state]): a shadow would have to run on a copy of that state, which this version of Sluice does not make; try the module with `deploy --sample-rows` instead"
-            )));
-        }
-        self.check_shadow_room(&entry)?;
+        let copy_mib = config
+            .state
+            .as_ref()
+            .map_or(0, |state| state.max_mib as usize);
+        self.check_shadow_room(&entry, copy_mib)?;
         let (module, instance) = self
             .prepare_blocking(&entry, config.clone(), &request.module, tenant)
             .await?;
@@ -179,21 +178,26 @@ impl Service {
 
     /// Refuses a shadow the host's guest memory cap has no room for: a candidate may
     /// use as much as its pipeline's module.
-    fn check_shadow_room(&self, entry: &Entry) -> Result<(), ServiceError> {
+    /// A shadow needs its pipeline's guest memory again, and room for the copy of a
+    /// stateful pipeline's state (`copy_mib`, its `[state] max_mib`).
+    fn check_shadow_room(&self, entry: &Entry, copy_mib: usize) -> Result<(), ServiceError> {
         let max = self.config().limits.max_memory_mib;
         let used: usize = self
             .entries()
             .iter()
             .map(|e| {
-                let shadowed = e.shadow.current().is_some_and(|s| s.is_running())
-                    && !std::ptr::eq(e.as_ref(), entry);
-                e.reserved.memory_mib * if shadowed { 2 } else { 1 }
+                let shadow = e
+                    .shadow
+                    .current()
+                    .filter(|s| s.is_running() && !std::ptr::eq(e.as_ref(), entry));
+                e.reserved.memory_mib
+                    + shadow.map_or(0, |s| e.reserved.memory_mib + s.state_copy_mib())
             })
             .sum();
-        let asked = entry.reserved.memory_mib;
+        let asked = entry.reserved.memory_mib + copy_mib;
         if used + asked > max {
             return Err(ServiceError::LimitExceeded(format!(
-                "this host's pipelines and shadows may already use {used} MiB of guest memory; a shadow of this pipeline needs {asked} MiB more, past the host's limit of {max} MiB"
+                "this host's pipelines and shadows may already use {used} MiB of memory; a shadow of this pipeline needs {asked} MiB more (its guest memory, and its state's [state] max_mib for the copy of a stateful pipeline's state), past the host's limit of {max} MiB"
             )));
         }
         Ok(())

@@ -53,6 +53,9 @@ pub struct PipelineStatus {
     pub changelog_topic: Option<String>,
     /// The last module swap made through this node since it started.
     pub last_swap: Option<LastSwap>,
+    /// The last version it delivers (`[source] ending_version`), after which it is
+    /// finished: a replay's end.
+    pub ending_version: Option<u64>,
     /// Where it is (as of its last commit since the service started).
     pub position: Position,
     /// The table's latest version when last looked at.
@@ -180,6 +183,11 @@ impl Service {
             dead_letter_topic: setting("transform", "dead_letter_topic")
                 .filter(|_| setting("transform", "on_error").as_deref() == Some("dead-letter")),
             changelog_topic,
+            ending_version: config
+                .get("source")
+                .and_then(|s| s.get("ending_version"))
+                .and_then(toml::Value::as_integer)
+                .and_then(|v| u64::try_from(v).ok()),
             last_swap: entry
                 .last_swap
                 .lock()

@@ -97,18 +97,17 @@ export function DeployForm({ status, onDone }: { status: api.PipelineStatus; onD
           />
         </label>
       </div>
-      {!status.changelog_topic && (
-        <label>
-          <input
-            type="checkbox"
-            data-testid="deploy-shadow"
-            checked={shadow}
-            onChange={(e) => setShadow(e.currentTarget.checked)}
-          />
-          Run in the shadow first: beside the live module, its records compared, not produced
-        </label>
-      )}
-      {status.changelog_topic && (
+      <label>
+        <input
+          type="checkbox"
+          data-testid="deploy-shadow"
+          checked={shadow}
+          onChange={(e) => setShadow(e.currentTarget.checked)}
+        />
+        Run in the shadow first: beside the live module, its records compared, not produced
+        {status.changelog_topic && ' (on a copy of the state)'}
+      </label>
+      {status.changelog_topic && !shadow && (
         <label>
           <input
             type="checkbox"

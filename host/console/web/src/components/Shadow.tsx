@@ -71,6 +71,15 @@ export function Shadow({ status, onDone }: { status: api.PipelineStatus; onDone:
         the module: live {count(report.live_cost.transform_ms)} ms, candidate {count(report.candidate_cost.transform_ms)}{' '}
         ms; output {bytes(report.live_cost.output_bytes)} against {bytes(report.candidate_cost.output_bytes)}.
       </p>
+      {report.state && (
+        <p class="muted" data-testid="shadow-state">
+          State: the candidate works on a copy of {count(report.state.copied_keys)} keys (
+          {bytes(report.state.copied_bytes)}, copied in {count(report.state.copy_ms)} ms), {count(report.state.keys)}{' '}
+          keys now. Keys changed alike: {count(report.state.changes_equal)}, differently:{' '}
+          {count(report.state.changes_differ)}, by the live module only: {count(report.state.live_only)}, by the
+          candidate only: {count(report.state.candidate_only)}.
+        </p>
+      )}
       {report.errors.map((e, i) => (
         <p key={i} class="problem">
           At version {e.position.version}: {e.error}

@@ -3,6 +3,7 @@ import { Chart } from '../components/Chart';
 import { DeployForm } from '../components/DeployForm';
 import { Logs } from '../components/Logs';
 import { PipelineActions } from '../components/PipelineActions';
+import { ReplayForm } from '../components/ReplayForm';
 import { Shadow } from '../components/Shadow';
 import { Problem } from '../components/Problem';
 import { StateBadge } from '../components/StateBadge';
@@ -63,6 +64,7 @@ function PipelineView({ status: s, history, reload }: Loaded & { reload: () => v
           {s.waiting.message}
         </p>
       )}
+      {s.ending_version != null && <Ending status={s} />}
       <PipelineActions status={s} onDone={reload} />
 
       <div class="grid facts">
@@ -174,6 +176,17 @@ function PipelineView({ status: s, history, reload }: Loaded & { reload: () => v
         <DeployForm status={s} onDone={reload} />
       </section>
 
+      {s.ending_version == null && (
+        <section>
+          <h2>Replay</h2>
+          <p class="muted">
+            Send a range of the table again, through this module or another, into a topic of its own: a pipeline of
+            its own, exactly once, that finishes after its last version. This pipeline carries on.
+          </p>
+          <ReplayForm status={s} onDone={reload} />
+        </section>
+      )}
+
       <Logs tenant={s.tenant} name={s.name} />
 
       <details>
@@ -239,5 +252,18 @@ function Charts({ history }: { history: api.History }) {
         </figure>
       </div>
     </section>
+  );
+}
+
+/** How far a pipeline with an ending version (a replay) is. */
+function Ending({ status: s }: { status: api.PipelineStatus }) {
+  const last = s.ending_version!;
+  const done = s.state === 'finished' ? last : Math.min(Math.max(s.position.version - 1, 0), last);
+  return (
+    <p data-testid="replay-progress">
+      {s.state === 'finished' ? 'Finished' : 'Delivering'} through version {last}: version {done} of {last} done,{' '}
+      {count(s.counters.rows_in)} change rows delivered.
+      <progress value={s.state === 'finished' ? 1 : done / Math.max(last, 1)} max={1} />
+    </p>
   );
 }
