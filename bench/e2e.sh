@@ -15,7 +15,7 @@ cd "$root"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/target}
 
 profile=release
-contestants=sluice-eos,sluice-eos-x2,sluice-alo,sluice-python,sluice-js,sluice-c,sluice-go,native,native-x2,wasm,wasm-shadow,raw,kafka-perf,spark
+contestants=sluice-eos,sluice-replay,sluice-eos-x2,sluice-alo,sluice-python,sluice-js,sluice-c,sluice-go,native,native-x2,wasm,wasm-shadow,raw,kafka-perf,spark
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[$i]}" in

@@ -9,6 +9,9 @@ Contestants:
   sluice-js      sluice run, exactly-once, gold-deals in JavaScript (componentize-js)
   sluice-c       sluice run, exactly-once, gold-deals in C (clang, wasi-libc)
   sluice-go      sluice run, exactly-once, gold-deals in Go (standard Go, wasip1)
+  sluice-replay  sluice-eos as a replay runs: `[source] starting_version = 0` and
+                 `ending_version` the table's last, finishing on its own (no
+                 --stop-at-latest): a replay's throughput against a normal run
   sluice-eos-x2  sluice-eos with two instances of the module (`[transform] instances = 2`)
   sluice-sasl-ssl  sluice-eos over SASL_SSL with SCRAM-SHA-512 (the local broker's listener)
   sluice-mtls    sluice-eos over mutual TLS
@@ -54,7 +57,7 @@ from pathlib import Path
 from samples import rounds, speed_ratio, spread, wait_for_quiet
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "sluice-account", "sluice-account-js", "sluice-account-python", "sluice-account-go", "sluice-account-c", "native", "native-x2", "wasm", "wasm-shadow", "raw", "kafka-perf", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-replay", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "sluice-account", "sluice-account-js", "sluice-account-python", "sluice-account-go", "sluice-account-c", "native", "native-x2", "wasm", "wasm-shadow", "raw", "kafka-perf", "spark"]
 # The gold-deals module each Sluice contestant runs (the Rust one when not named).
 MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm", "sluice-go": "gold-deals-go.wasm"}
 # Contestants that write the helpers' records in a registry format: their bytes differ
@@ -196,7 +199,7 @@ class Bench:
     def topic(self, contestant, attempt):
         return f"bench-{contestant}-{self.run_id}-{attempt}"
 
-    def sluice_config(self, topic, delivery, follow=False, module=None, instances=1, listener=None):
+    def sluice_config(self, topic, delivery, follow=False, module=None, instances=1, listener=None, source=""):
         bootstrap, kafka = secured(listener)
         # A stateful contestant starts each sample with an empty store and changelog.
         # A key per open deal and per account: more than [state]'s default million.
@@ -215,7 +218,7 @@ name = "{topic}"
 [source]
 table = "{self.table}"
 poll_interval = "{'50ms' if follow else '1s'}"
-[transform]
+{source}[transform]
 module = "{module or self.module}"
 instances = {instances}
 [sink]
@@ -249,8 +252,11 @@ change_headers = {'true' if follow else 'false'}
         if name.startswith("sluice-"):
             delivery = "at-least-once" if name == "sluice-alo" else "exactly-once"
             module = self.module.with_name(MODULES[name]) if name in MODULES else None
-            config = self.sluice_config(topic, delivery, module=module, instances=2 if name.endswith("-x2") else 1, listener=name)
-            _, wall, cpu, rss, err = run_measured([self.bin / "sluice", "run", "--config", config, "--stop-at-latest"])
+            # A replay's range: the whole table, to its last version, where it finishes.
+            replay = f"starting_version = 0\nending_version = {self.last_version()}\n" if name == "sluice-replay" else ""
+            config = self.sluice_config(topic, delivery, module=module, instances=2 if name.endswith("-x2") else 1, listener=name, source=replay)
+            stop = [] if replay else ["--stop-at-latest"]
+            _, wall, cpu, rss, err = run_measured([self.bin / "sluice", "run", "--config", config, *stop])
             seconds = wall
         elif name.startswith("native"):
             instances = "2" if name.endswith("-x2") else "1"
@@ -282,6 +288,10 @@ change_headers = {'true' if follow else 'false'}
             seconds = wall
         digest = last_json(subprocess.run([self.bin / "e2e", "digest", topic, self.args.bootstrap], check=True, capture_output=True, text=True).stdout)
         return {"seconds": seconds, "cpu": cpu, "rss": rss, "count": digest["count"], "sha256": digest["sha256"], "stages": stages(err), "state": state_access(err)}
+
+    def last_version(self):
+        """The table's last version, from its log's commit files."""
+        return max(int(f.stem) for f in (Path(self.table) / "_delta_log").glob("*.json"))
 
     def kafka_perf(self, topic):
         """Kafka's producer benchmark over this table's gold-deals records: as many
@@ -475,6 +485,7 @@ def render(args, results, latency, large, restored):
         "",
         "- `sluice-eos`, `sluice-alo`: `sluice run --stop-at-latest` with the Rust `gold-deals` module, exactly-once and at-least-once; wall time of the whole process, start-up included (the module's compiled code cached by an untimed `sluice check` first, as it is after a pipeline's first start).",
         "- `sluice-python`, `sluice-js`, `sluice-c`, `sluice-go`: the same with gold-deals in Python (componentize-py), JavaScript (componentize-js), C (clang with wasi-libc) and Go (standard Go for wasip1), each on the host's helpers through its SDK.",
+        "- `sluice-replay`: `sluice-eos` configured as `sluice pipeline replay` configures its pipeline (`[source] starting_version = 0`, `ending_version` the table's last version), run without `--stop-at-latest`: it finishes on its own after the ending version, as a replay does. A replay's throughput against a normal run is its ratio to `sluice-eos`.",
         "- `sluice-eos-x2`, `native-x2`: the same with two instances of the module transforming batches at the same time (`[transform] instances = 2`; gold-deals keeps no state across batches).",
         "- `sluice-sasl-ssl`, `sluice-mtls`, `sluice-oauth`: `sluice-eos` over the local broker's SASL_SSL listener with SCRAM-SHA-512, its mutual-TLS listener, and its OAUTHBEARER listener with 12-second tokens from the OIDC server `scripts/kafka.sh` starts: the cost of TLS and authentication is the gap to `sluice-eos` (PLAINTEXT).",
         "- `sluice-c-avro`, `sluice-c-json-schema`, `sluice-c-protobuf`: `sluice-c` with `[sink.encoding] value` set to `avro`, `json-schema` or `protobuf` (`tests/data/schemas/gold-deal.proto`): the same records in Confluent's wire format with ids from the schema registry `scripts/registry.sh` runs (Apicurio); the cost of the format is the gap to `sluice-c` (JSON). Their bytes differ from the JSON contestants', so they are checked by count and against their own other runs.",

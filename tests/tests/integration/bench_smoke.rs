@@ -27,7 +27,7 @@ fn the_benchmark_harness_runs_and_its_contestants_agree() {
         ])
         .args([
             "--contestants",
-            "sluice-eos,sluice-alo,sluice-oauth,sluice-account,sluice-account-js,native,wasm,wasm-shadow,raw,kafka-perf",
+            "sluice-eos,sluice-replay,sluice-alo,sluice-oauth,sluice-account,sluice-account-js,native,wasm,wasm-shadow,raw,kafka-perf",
         ])
         .args(["--bootstrap", &kafka_bootstrap()])
         .arg("--out")
@@ -39,6 +39,7 @@ fn the_benchmark_harness_runs_and_its_contestants_agree() {
     let report = std::fs::read_to_string(out.path().join("README.md")).unwrap();
     for contestant in [
         "sluice-eos",
+        "sluice-replay",
         "sluice-alo",
         "sluice-account",
         "native",

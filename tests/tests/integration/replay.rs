@@ -2,13 +2,14 @@
 //! components: versions 3..7 sent again through another module into a topic of their
 //! own equal `sluice preview` of that range, while the pipeline itself carries on; so
 //! does a range named by commit times; a replay whose service is SIGKILLed 10 times
-//! finishes with exactly the same records.
+//! finishes with exactly the same records; in a cluster, a replay whose node is
+//! SIGKILLed finishes on the other node with exactly the same records.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sluice_tests::service::{Serve, pipeline_config};
+use sluice_tests::service::{Serve, TenantSpec, cluster_lines, pipeline_config};
 use sluice_tests::{
     Extra, consumed_key_values, deals_table, kafka_bootstrap, preview_records, transform_component,
     unique_topic,
@@ -195,4 +196,87 @@ fn a_replay_sends_its_range_through_its_module_and_survives_kills() {
     }
     wait_finished(&serve, &second);
     assert_eq!(consumed_key_values(&again), previewed(&table, &gold, 1, 8));
+}
+
+#[test]
+fn a_replay_in_a_cluster_finishes_on_another_node_when_its_node_is_killed() {
+    let gold = transform_component("gold-deals");
+    let tables = tempfile::tempdir().unwrap();
+    let table = tables.path().join("deals");
+    deals_table(&table, &["create", "--rows", "500"]);
+    deals_table(
+        &table,
+        &[
+            "appends",
+            "--start",
+            "500",
+            "--rows",
+            "10000",
+            "--versions",
+            "4",
+        ],
+    );
+    let bootstrap = kafka_bootstrap();
+    let server = cluster_lines(&unique_topic("replay-cluster"), 12, &bootstrap);
+    let kafka = format!("\"bootstrap.servers\" = \"{bootstrap}\"");
+    let tenants = [TenantSpec {
+        name: "acme",
+        limits: "",
+        kafka: &kafka,
+    }];
+    let mut nodes: Vec<Serve> = (0..2)
+        .map(|_| Serve::start(&tenants, &server, ""))
+        .collect();
+    let digest = nodes[0].upload("acme", &gold, "gold-deals");
+    let name = unique_topic("cluster-replayed-live");
+    // Small transactions, so the replay is still running when its node is killed.
+    let config = pipeline_config(
+        &table,
+        &name,
+        None,
+        Extra {
+            source: "batch_rows = 100",
+            sink: "commit_rows = 100",
+            ..Extra::default()
+        },
+    );
+    nodes[0].create("acme", &name, &config, &digest);
+    nodes[0].wait_caught_up("acme", &name, 4, Duration::from_secs(120));
+
+    let topic = unique_topic("cluster-replayed");
+    let replayed = replay(
+        &nodes[1],
+        &name,
+        serde_json::json!({
+            "from_version": 1, "to_version": 4, "topic": topic,
+            "name": unique_topic("cluster-replay"),
+        }),
+    );
+    // Killed on whichever node runs it, once it has delivered something.
+    let key = format!("acme/{replayed}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let runner = loop {
+        let runner = nodes.iter().position(|node| node.running().contains(&key));
+        if let Some(runner) = runner {
+            let status = nodes[runner].status("acme", &replayed);
+            if status["counters"]["rows_in"].as_u64() > Some(0) {
+                assert_ne!(
+                    status["state"], "finished",
+                    "the replay ended before the kill"
+                );
+                break runner;
+            }
+        }
+        assert!(Instant::now() < deadline, "the replay was not placed");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    nodes[runner].kill();
+    let killed = Instant::now();
+    let survivor = &nodes[1 - runner];
+    wait_finished(survivor, &replayed);
+    eprintln!(
+        "the replay finished on the surviving node {:.1} s after its node was killed",
+        killed.elapsed().as_secs_f64()
+    );
+    assert_eq!(consumed_key_values(&topic), previewed(&table, &gold, 1, 4));
 }

@@ -52,7 +52,7 @@ function PipelineView({ status: s, history, reload }: Loaded & { reload: () => v
           Dead letters →
         </a>
       </header>
-      {s.state !== 'running' && (
+      {s.state !== 'running' && s.state !== 'finished' && (
         <p class={s.error ? 'problem' : 'muted'}>
           Stopped at version {s.position.version}, row {s.position.row_offset}
           {s.error ? ': ' : '.'}
