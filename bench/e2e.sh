@@ -15,7 +15,7 @@ cd "$root"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${SLUICE_CACHE:-$HOME/.cache/sluice}/target}
 
 profile=release
-contestants=sluice-eos,sluice-replay,sluice-eos-x2,sluice-alo,sluice-python,sluice-js,sluice-c,sluice-go,native,native-x2,wasm,wasm-shadow,raw,kafka-perf,spark
+contestants=sluice-eos,sluice-replay,sluice-eos-x2,sluice-alo,sluice-python,sluice-js,sluice-c,sluice-go,native,native-x2,wasm,wasm-shadow,wasm-shadow-loop,raw,kafka-perf,spark
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[$i]}" in
@@ -32,6 +32,7 @@ for language in python js c go; do
   [[ ",$contestants," == *",sluice-$language,"* || ",$contestants," == *",sluice-$language-"* ]] && modules+=("gold-deals-$language")
 done
 [[ ",$contestants," == *",sluice-account,"* ]] && modules+=(account-pipeline)
+[[ ",$contestants," == *",wasm-shadow-loop,"* ]] && modules+=(misbehaving/behaviors)
 for language in js python go c; do
   [[ ",$contestants," == *",sluice-account-$language,"* ]] && modules+=("account-pipeline-$language")
 done

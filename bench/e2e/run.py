@@ -30,6 +30,9 @@ Contestants:
                  the gold-deals component
   wasm-shadow    wasm with the same component in the pipeline's shadow (its records
                  compared, not produced): the cost of a shadow deploy
+  wasm-shadow-loop
+                 wasm with a hostile candidate in its shadow: the misbehaving
+                 fixture looping on the first batches until their deadline
   raw            gold-deals' records precomputed, then produced by rdkafka alone
   kafka-perf     Kafka's own producer benchmark (kafka-producer-perf-test's
                  ProducerPerformance, Java client) sending as many records of
@@ -57,7 +60,7 @@ from pathlib import Path
 from samples import rounds, speed_ratio, spread, wait_for_quiet
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTESTANTS = ["sluice-eos", "sluice-replay", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "sluice-account", "sluice-account-js", "sluice-account-python", "sluice-account-go", "sluice-account-c", "native", "native-x2", "wasm", "wasm-shadow", "raw", "kafka-perf", "spark"]
+CONTESTANTS = ["sluice-eos", "sluice-replay", "sluice-eos-x2", "sluice-alo", "sluice-python", "sluice-js", "sluice-c", "sluice-go", "sluice-c-avro", "sluice-c-json-schema", "sluice-c-protobuf", "sluice-sasl-ssl", "sluice-mtls", "sluice-oauth", "sluice-account", "sluice-account-js", "sluice-account-python", "sluice-account-go", "sluice-account-c", "native", "native-x2", "wasm", "wasm-shadow", "wasm-shadow-loop", "raw", "kafka-perf", "spark"]
 # The gold-deals module each Sluice contestant runs (the Rust one when not named).
 MODULES = {"sluice-python": "gold-deals-python.wasm", "sluice-js": "gold-deals-js.wasm", "sluice-c": "gold-deals-c.wasm", "sluice-go": "gold-deals-go.wasm"}
 # Contestants that write the helpers' records in a registry format: their bytes differ
@@ -66,6 +69,9 @@ ENCODINGS = {"sluice-c-avro": "avro", "sluice-c-json-schema": "json-schema", "sl
 # Contestants that send records of gold-deals' sizes but not its records (Kafka's own
 # producer benchmark picks payloads at random): checked by count only.
 SIZED = {"kafka-perf"}
+# The hostile candidate's parameters (gold-deals ignores them): the misbehaving fixture
+# loops on each of the first three batches of 10,000 rows.
+HOSTILE_PARAMS = 'behavior = "loop"\nbad_ids = "deal-0000,deal-10000,deal-20000"'
 # The sink's producer settings (host/sink/src/properties.rs), for the Java producer.
 SINK_PROPERTIES = ["acks=all", "enable.idempotence=true", "linger.ms=20", "compression.type=lz4"]
 for _name in ENCODINGS:
@@ -263,12 +269,14 @@ change_headers = {'true' if follow else 'false'}
             out, wall, cpu, rss, err = run_measured([self.bin / "e2e", "native", self.table, topic, self.args.bootstrap, instances])
             seconds = wall
         elif name.startswith("wasm"):
-            shadow = ["shadow"] if name == "wasm-shadow" else []
+            shadow = {"wasm": [], "wasm-shadow": ["shadow"], "wasm-shadow-loop": ["shadow", self.module.with_name("misbehaving.wasm"), HOSTILE_PARAMS]}[name]
             out, wall, cpu, rss, err = run_measured([self.bin / "e2e", "wasm", self.table, topic, self.args.bootstrap, self.module, self.work / "wasm-cache", *shadow])
             seconds = wall
             compared = last_json(out)["shadow"]
-            if compared is not None and compared["differing"]:
+            if name == "wasm-shadow" and compared["differing"]:
                 sys.exit(f"the shadow of gold-deals beside itself found differences: {compared}")
+            if name == "wasm-shadow-loop" and compared["batches"] - compared["failed_batches"] > 0:
+                sys.exit(f"the looping candidate finished a batch: {compared}")
         elif name == "kafka-perf":
             out, wall, cpu, rss, err = run_measured(self.kafka_perf(topic))
             # The tool's own rate, over producing only (not the JVM's start).
@@ -491,6 +499,7 @@ def render(args, results, latency, large, restored):
         "- `sluice-c-avro`, `sluice-c-json-schema`, `sluice-c-protobuf`: `sluice-c` with `[sink.encoding] value` set to `avro`, `json-schema` or `protobuf` (`tests/data/schemas/gold-deal.proto`): the same records in Confluent's wire format with ids from the schema registry `scripts/registry.sh` runs (Apicurio); the cost of the format is the gap to `sluice-c` (JSON). Their bytes differ from the JSON contestants', so they are checked by count and against their own other runs.",
         "- `sluice-account`, `sluice-account-js`, `-python`, `-go`, `-c`: `sluice run` with the keyed-state example (`transforms/account-pipeline`, and `account-pipeline-js`, `-python`, `-go`, `-c` through each language's SDK): per change row a state read and one or two writes (the deal's group, the group's count), a record per group whose count changed in the batch, and every batch's state changes written to the pipeline's compacted changelog in the transaction of its records; each sample starts with an empty store and changelog. Their records are the example's (fewer than gold-deals'; records/s counts them), checked to be the same bytes in every language and every run. The cost of state is the gap to `sluice-eos` over the same change rows.",
         "- `native`: Sluice's pipeline (the same source, loop and sink as `sluice run`, exactly-once) with the same gold-deals code compiled into the host instead of run as a module (`bench/src/bin/e2e.rs native`): the cost of the Wasm boundary is the gap to `sluice-eos`.",
+        "- `wasm-shadow-loop`: `wasm` with a hostile candidate in the shadow, the misbehaving fixture looping on each of the first three batches until the pipeline's `batch_timeout` (10 s by default) stops it, as many as the live run lasts: what a looping candidate costs the live pipeline while it loops. Its output is checked to be the live module's records, as every contestant's.",
         "- `wasm`, `wasm-shadow`: the pipeline of `native` (in the benchmark's process) running the gold-deals component; `wasm-shadow` also runs the same component in the pipeline's shadow, comparing its records with the live ones (none may differ) without producing them: the cost of a shadow deploy on the live pipeline is the gap between the two.",
         "- `raw`: gold-deals' records computed first, then produced by rdkafka alone with the sink's settings in transactions of 100,000 records; seconds cover producing only (CPU and RSS cover the whole process).",
         "- `kafka-perf`: Kafka's own producer benchmark (`kafka-producer-perf-test`'s `ProducerPerformance`, the Java client, from the broker's jars) sending as many records, each payload a gold-deals record's key and value bytes picked at random from the table's records, with the sink's settings (`acks=all`, idempotence, `linger.ms=20`, lz4) in transactions of 200 ms; seconds are the records over the tool's own rate (producing only, not the JVM's start). Its records are of the same sizes, not the same records, so it is checked by count.",

@@ -3,10 +3,11 @@
 //! - `native TABLE TOPIC BOOTSTRAP [INSTANCES]`: Sluice's pipeline (the same source, loop and sink as
 //!   `sluice run`, exactly-once with its default commits) with the gold-deals code
 //!   compiled into the host instead of run as a Wasm module: the Wasm overhead's baseline;
-//! - `wasm TABLE TOPIC BOOTSTRAP MODULE CACHE_DIR [shadow]`: the same pipeline running
-//!   the component MODULE (compiled code cached in CACHE_DIR); with `shadow`, MODULE also
-//!   runs in the pipeline's shadow, its records compared and not produced: the cost of
-//!   a shadow deploy on the live pipeline is the gap between the two;
+//! - `wasm TABLE TOPIC BOOTSTRAP MODULE CACHE_DIR [shadow [CANDIDATE PARAMS]]`: the same
+//!   pipeline running the component MODULE (compiled code cached in CACHE_DIR); with
+//!   `shadow`, MODULE (or the component CANDIDATE, with the pipeline's parameters given
+//!   as TOML lines in PARAMS) also runs in the pipeline's shadow, its records compared
+//!   and not produced: the cost of a shadow deploy on the live pipeline is the gap;
 //! - `raw TABLE TOPIC BOOTSTRAP`: gold-deals' records computed first, then produced with
 //!   rdkafka alone (the sink's producer settings, transactions of 100,000 records); the
 //!   timing printed covers producing only: the limit of the broker and client;
@@ -70,9 +71,12 @@ async fn main() -> anyhow::Result<()> {
             native(arg(1)?, arg(2)?, arg(3)?, instances).await
         }
         "wasm" => {
-            let shadowed = args.get(6).is_some_and(|a| a == "shadow");
+            let shadow = args.get(6).filter(|a| *a == "shadow").map(|_| Candidate {
+                module: args.get(7).map(Path::new),
+                params: args.get(8).map_or("", String::as_str),
+            });
             let (module, cache) = (Path::new(arg(4)?), Path::new(arg(5)?));
-            wasm(arg(1)?, arg(2)?, arg(3)?, module, cache, shadowed).await
+            wasm(arg(1)?, arg(2)?, arg(3)?, module, cache, shadow).await
         }
         "raw" => raw(arg(1)?, arg(2)?, arg(3)?),
         "payloads" => payloads(arg(1)?, Path::new(arg(2)?)),
@@ -107,7 +111,8 @@ fn gold_records(
     Ok(rows)
 }
 
-/// The config of a benchmark pipeline named `name` from `table` to `topic`.
+/// The config of a benchmark pipeline named `name` from `table` to `topic`, with the
+/// module's parameters as TOML lines in `params`.
 fn bench_config(
     name: &str,
     table: &str,
@@ -115,6 +120,7 @@ fn bench_config(
     bootstrap: &str,
     module: &str,
     instances: usize,
+    params: &str,
 ) -> anyhow::Result<PipelineConfig> {
     PipelineConfig::parse(
         &format!(
@@ -126,6 +132,8 @@ fn bench_config(
             [transform]
             module = "{module}"
             instances = {instances}
+            [transform.params]
+            {params}
             [sink]
             topic = "{topic}"
             [sink.kafka]
@@ -163,6 +171,7 @@ async fn native(table: &str, topic: &str, bootstrap: &str, instances: usize) -> 
         bootstrap,
         "gold-deals compiled into the host",
         instances,
+        "",
     )?;
     let controls = RunControls {
         module: Some(Arc::new(NativeGoldDeals)),
@@ -177,17 +186,33 @@ async fn native(table: &str, topic: &str, bootstrap: &str, instances: usize) -> 
     Ok(())
 }
 
+/// What runs in the shadow of the `wasm` pipeline: its own module unless another is
+/// named, with the pipeline's parameters (TOML lines) both modules read.
+struct Candidate<'a> {
+    module: Option<&'a Path>,
+    params: &'a str,
+}
+
 async fn wasm(
     table: &str,
     topic: &str,
     bootstrap: &str,
     module: &Path,
     cache: &Path,
-    shadowed: bool,
+    shadowed: Option<Candidate<'_>>,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     let name = format!("bench-wasm-{topic}");
-    let config = bench_config(&name, table, topic, bootstrap, &module.to_string_lossy(), 1)?;
+    let params = shadowed.as_ref().map_or("", |c| c.params);
+    let config = bench_config(
+        &name,
+        table,
+        topic,
+        bootstrap,
+        &module.to_string_lossy(),
+        1,
+        params,
+    )?;
     let engine = TransformEngine::new(EngineConfig {
         limits: instance_limits(&config.transform),
         cache_dir: Some(cache.to_path_buf()),
@@ -195,8 +220,8 @@ async fn wasm(
     })?;
     let live: Arc<dyn Module> = Arc::new(engine.load(module)?);
     let slot = Arc::new(ShadowSlot::default());
-    let shadow = if shadowed {
-        let candidate: Arc<dyn Module> = Arc::new(engine.load(module)?);
+    let shadow = if let Some(shadowed) = shadowed {
+        let candidate: Arc<dyn Module> = Arc::new(engine.load(shadowed.module.unwrap_or(module))?);
         let instance =
             candidate.instantiate(&config.transform_params(), Arc::new(config.format()))?;
         let shadow = Shadow::start(
@@ -223,6 +248,9 @@ async fn wasm(
         let report = shadow.report();
         serde_json::json!({
             "batches": report.batches,
+            "failed_batches": report.failed_batches,
+            "phase": report.phase,
+            "reason": report.reason,
             "skipped_batches": report.skipped_batches,
             "equal": report.total().equal,
             "differing": report.total().changed + report.total().added + report.total().missing,
@@ -232,7 +260,9 @@ async fn wasm(
         "{}",
         serde_json::json!({ "rows": summary.rows_in, "seconds": seconds, "shadow": compared })
     );
-    Ok(())
+    // A looping candidate holds its blocking thread until its deadline, and the
+    // runtime would wait for it on the way out: the run is over, leave now.
+    std::process::exit(0);
 }
 
 /// gold-deals compiled into the host, run by the pipeline as a module.

@@ -437,36 +437,59 @@ impl Client {
     }
 }
 
-/// Polls a replay's status at `path` until it finishes (or fails), printing its
-/// progress once a second.
+/// Follows the replay whose status is at `path` until it finishes (or fails), polling
+/// once a second: a bar on a terminal, else a line at each change.
 fn wait_for_replay(client: &Client, path: &str) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:30}] version {pos}/{len}, {msg}",
+            )
+            .expect("the template is valid")
+            .progress_chars("=> "),
+        );
+        bar
+    });
     let mut last = String::new();
     loop {
         let status = client.get(path)?;
         let state = status["state"].as_str().unwrap_or_default();
+        let name = status["name"].as_str().unwrap_or_default();
         let version = status["position"]["version"].as_u64().unwrap_or_default();
-        let line = match status["ending_version"].as_u64() {
-            Some(last) => format!("version {} of {last}", version.min(last)),
-            None => format!("version {version}"),
-        };
-        let line = format!(
-            "{}: {line}, {} change rows delivered",
-            status["name"].as_str().unwrap_or_default(),
-            status["counters"]["rows_in"].as_u64().unwrap_or_default()
-        );
-        if line != last {
-            eprintln!("{line}");
-            last = line;
+        let rows = status["counters"]["rows_in"].as_u64().unwrap_or_default();
+        let ending = status["ending_version"].as_u64();
+        match &bar {
+            Some(bar) => {
+                bar.set_prefix(name.to_string());
+                bar.set_length(ending.unwrap_or(version));
+                bar.set_position(ending.map_or(version, |end| version.min(end)));
+                bar.set_message(format!("{rows} change rows delivered"));
+            }
+            None => {
+                let at = match ending {
+                    Some(end) => format!("version {} of {end}", version.min(end)),
+                    None => format!("version {version}"),
+                };
+                let line = format!("{name}: {at}, {rows} change rows delivered");
+                if line != last {
+                    eprintln!("{line}");
+                    last = line;
+                }
+            }
         }
         match state {
             "finished" => {
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
                 eprintln!("The replay finished.");
                 return print(&status);
             }
             "failed" => bail!(
-                "the replay failed: {}; fix the cause and resume it with `sluice pipeline resume {}`",
+                "the replay failed: {}; fix the cause and resume it with `sluice pipeline resume {name}`",
                 status["error"].as_str().unwrap_or("no error recorded"),
-                status["name"].as_str().unwrap_or_default()
             ),
             _ => std::thread::sleep(std::time::Duration::from_secs(1)),
         }

@@ -3,7 +3,9 @@
 //! field and drops deletes is caught record by record, as an independent comparison of
 //! two previews counts it; the live topic meanwhile gets exactly the live module's
 //! records once, under a concurrent writer; a promote under load is a normal swap; a
-//! candidate that loops is stopped by its own budget and the live output is untouched; a
+//! candidate that loops or hogs memory is stopped by its own budget, one flooding the
+//! log is cut to the log rate, and the live output is untouched, also by a discard
+//! under load; a
 //! stateful candidate counts on from a copy of the live state and never writes it.
 
 use std::collections::BTreeMap;
@@ -138,6 +140,34 @@ fn served_pipeline(
     serve.create("acme", &topic, &config, &digests[0]);
     serve.wait_caught_up("acme", &topic, 0, Duration::from_secs(60));
     (serve, digests, topic)
+}
+
+/// Starts appending `versions` versions of `rows` deals from `start` to `table` on a
+/// thread of its own, and returns once the writer is under way.
+fn appending_meanwhile(
+    table: &Path,
+    start: u64,
+    rows: u64,
+    versions: u64,
+) -> std::thread::JoinHandle<()> {
+    let table = table.to_path_buf();
+    let writer = std::thread::spawn(move || {
+        let [start, rows, versions] = [start, rows, versions].map(|n| n.to_string());
+        deals_table(
+            &table,
+            &[
+                "appends",
+                "--start",
+                &start,
+                "--rows",
+                &rows,
+                "--versions",
+                &versions,
+            ],
+        );
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    writer
 }
 
 fn post(serve: &Serve, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -284,22 +314,7 @@ fn shadows_compare_record_by_record_and_never_touch_the_live_output() {
     );
 
     // Promote under load: a normal swap at a boundary, nothing lost or repeated.
-    let writer_table = table.clone();
-    let writer = std::thread::spawn(move || {
-        deals_table(
-            &writer_table,
-            &[
-                "appends",
-                "--start",
-                "3000",
-                "--rows",
-                "300",
-                "--versions",
-                "4",
-            ],
-        );
-    });
-    std::thread::sleep(Duration::from_millis(300));
+    let writer = appending_meanwhile(&table, 3000, 300, 4);
     let (status, promoted) = post(&serve, &at("/shadow/promote"), None);
     assert_eq!(status, 200, "{promoted}");
     assert_eq!(promoted["to"].as_str(), Some(revised_digest.as_str()));
@@ -342,73 +357,116 @@ fn shadows_compare_record_by_record_and_never_touch_the_live_output() {
 }
 
 #[test]
-fn a_looping_candidate_is_stopped_by_its_budget_and_the_live_output_is_untouched() {
+fn hostile_candidates_are_stopped_by_their_budgets_and_the_live_output_is_untouched() {
     let gold = transform_component("gold-deals");
-    let looping = transform_component("misbehaving/behaviors");
+    let hostile = transform_component("misbehaving/behaviors");
     let tables = tempfile::tempdir().unwrap();
-    let table = tables.path().join("deals");
-    deals_table(&table, &["create", "--rows", "200"]);
-
-    // gold-deals ignores the parameters the looping module reads; one bad deal in each
-    // of the versions written below.
-    let (serve, digests, topic) = served_pipeline(
-        &table,
-        &[(&gold, "gold-deals"), (&looping, "behaviors")],
-        "shadow-loop",
-        Extra {
-            transform: "batch_timeout = \"300ms\"",
-            params: "behavior = \"loop\"\nbad_ids = \"deal-0200,deal-0300,deal-0400,deal-0500\"",
-            ..Extra::default()
-        },
-    );
-    let looping_digest = &digests[1];
-    let name = topic.clone();
-    let at = |path: &str| format!("/v1/tenants/acme/pipelines/{name}{path}");
-    let (status, started) = post(
-        &serve,
-        &at("/shadow"),
-        Some(serde_json::json!({ "module": looping_digest })),
-    );
-    assert_eq!(status, 200, "{started}");
-    deals_table(
-        &table,
-        &[
-            "appends",
-            "--start",
-            "200",
-            "--rows",
-            "100",
-            "--versions",
-            "4",
-        ],
-    );
-    let status = serve.wait_caught_up("acme", &name, 4, Duration::from_secs(120));
-    let report = wait_for_shadow(&serve, &name, 4);
-    assert_eq!(report["phase"], "stopped", "{report}");
-    assert!(
-        report["reason"]
-            .as_str()
-            .unwrap()
-            .contains("failed 3 batches in a row"),
-        "{report}"
-    );
-    assert_eq!(report["failed_batches"], 3, "{report}");
-    assert!(
-        report["errors"][0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("deadline exceeded"),
-        "the error names the budget: {report}"
-    );
-    assert_eq!(status["state"], "running", "{status}");
-
-    // The live topic: exactly gold-deals' records of every version, once.
-    let expected: Vec<(String, String)> = by_row(&table, &gold, 0, 4)
-        .into_values()
-        .flatten()
-        .collect();
-    let delivered = consumed_key_values(&topic);
-    assert!(delivered == expected, "the live output changed");
+    let kafka = format!("\"bootstrap.servers\" = \"{}\"", kafka_bootstrap());
+    let serve = Serve::tenant("acme", &kafka);
+    let gold_digest = serve.upload("acme", &gold, "gold-deals");
+    let hostile_digest = serve.upload("acme", &hostile, "behaviors");
+    // What stops each candidate: its deadline, its memory cap; a flood of logs is cut
+    // to the log rate and stops nothing (the flooder then rejects the bad row, which
+    // the `skip` policy passes over).
+    for (behavior, stopped_by) in [
+        ("loop", Some("deadline exceeded")),
+        ("hog", Some("memory limit exceeded")),
+        ("flood", None),
+    ] {
+        let table = tables.path().join(behavior);
+        deals_table(&table, &["create", "--rows", "200"]);
+        let name = unique_topic(&format!("shadow-{behavior}"));
+        // gold-deals ignores the parameters the hostile module reads; one bad deal in
+        // each of the versions written below.
+        let params = format!(
+            "behavior = \"{behavior}\"\nbad_ids = \"deal-0200,deal-0300,deal-0400,deal-0500\""
+        );
+        let transform = match stopped_by {
+            Some(_) => "batch_timeout = \"300ms\"\nmemory_limit_mib = 64",
+            None => "batch_timeout = \"300ms\"\nmemory_limit_mib = 64\non_error = \"skip\"",
+        };
+        let config = pipeline_config(
+            &table,
+            &name,
+            None,
+            Extra {
+                transform,
+                params: &params,
+                ..Extra::default()
+            },
+        );
+        serve.create("acme", &name, &config, &gold_digest);
+        serve.wait_caught_up("acme", &name, 0, Duration::from_secs(60));
+        let at = |path: &str| format!("/v1/tenants/acme/pipelines/{name}{path}");
+        let (status, started) = post(
+            &serve,
+            &at("/shadow"),
+            Some(serde_json::json!({ "module": hostile_digest })),
+        );
+        assert_eq!(status, 200, "{behavior}: {started}");
+        deals_table(
+            &table,
+            &[
+                "appends",
+                "--start",
+                "200",
+                "--rows",
+                "100",
+                "--versions",
+                "4",
+            ],
+        );
+        let status = serve.wait_caught_up("acme", &name, 4, Duration::from_secs(120));
+        assert_eq!(status["state"], "running", "{behavior}: {status}");
+        let report = wait_for_shadow(&serve, &name, 4);
+        match stopped_by {
+            Some(error) => {
+                assert_eq!(report["phase"], "stopped", "{behavior}: {report}");
+                assert!(
+                    report["reason"]
+                        .as_str()
+                        .unwrap()
+                        .contains("failed 3 batches in a row"),
+                    "{behavior}: {report}"
+                );
+                assert_eq!(report["failed_batches"], 3, "{behavior}: {report}");
+                assert!(
+                    report["errors"][0]["error"]
+                        .as_str()
+                        .unwrap()
+                        .contains(error),
+                    "{behavior}: the error names the budget: {report}"
+                );
+            }
+            None => {
+                assert_eq!(report["phase"], "running", "{behavior}: {report}");
+                assert_eq!(report["failed_batches"], 0, "{behavior}: {report}");
+                assert_eq!(
+                    report["rejections"]["candidate_only"], 4,
+                    "{behavior}: the bad row of each version: {report}"
+                );
+                let logged = serve.log().matches("flood message").count();
+                assert!(
+                    logged < 1_000,
+                    "40,000 messages, {logged} logged past the log rate"
+                );
+                // Discarded while a writer appends: the live output stays whole.
+                let writer = appending_meanwhile(&table, 600, 100, 4);
+                let (status, discarded) = post(&serve, &at("/shadow/discard"), None);
+                assert_eq!(status, 200, "{discarded}");
+                writer.join().unwrap();
+                serve.wait_caught_up("acme", &name, 8, Duration::from_secs(120));
+            }
+        }
+        // The live topic: exactly gold-deals' records of every version, once.
+        let latest = if stopped_by.is_some() { 4 } else { 8 };
+        let expected: Vec<(String, String)> = by_row(&table, &gold, 0, latest)
+            .into_values()
+            .flatten()
+            .collect();
+        let delivered = consumed_key_values(&name);
+        assert!(delivered == expected, "{behavior}: the live output changed");
+    }
 }
 
 #[test]

@@ -429,7 +429,7 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
     let (blue, green) = (&pipeline.blue, &pipeline.green);
     let status = serve.status("acme", name);
     let first_changelog = status["changelog_topic"].as_str().unwrap().to_string();
-    assert_eq!(counted(&topic), (1..=100).collect::<Vec<_>>());
+    assert_eq!(counted(topic), (1..=100).collect::<Vec<_>>());
     let deploy = |module: &str| {
         let (status, report) = serve.call(
             "POST",
@@ -443,10 +443,10 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
     let append = |start: u64| pipeline.append(start, 50);
 
     // Kept: green counts on from blue's count.
-    assert_eq!(deploy(&green)["outcome"], "switched");
+    assert_eq!(deploy(green)["outcome"], "switched");
     append(100);
-    serve.wait_caught_up("acme", &name, 1, Duration::from_secs(120));
-    assert_eq!(counted(&topic), (1..=150).collect::<Vec<_>>());
+    serve.wait_caught_up("acme", name, 1, Duration::from_secs(120));
+    assert_eq!(counted(topic), (1..=150).collect::<Vec<_>>());
 
     // Read from the command line, through the API, from the store the pipeline holds.
     let state_cli = |args: &[&str]| {
@@ -455,19 +455,19 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
         assert!(ok, "sluice pipeline state {args:?} failed: {err}");
         out
     };
-    assert_eq!(state_cli(&["get", &name, "rows"]), "150\n");
+    assert_eq!(state_cli(&["get", name, "rows"]), "150\n");
     assert_eq!(
-        state_cli(&["export", &name]),
+        state_cli(&["export", name]),
         "{\"key\":\"rows\",\"value\":\"150\"}\n"
     );
-    let shown: serde_json::Value = serde_json::from_str(&state_cli(&["show", &name])).unwrap();
+    let shown: serde_json::Value = serde_json::from_str(&state_cli(&["show", name])).unwrap();
     assert_eq!(
         shown["changelog_topic"],
         first_changelog.as_str(),
         "{shown}"
     );
     assert_eq!(shown["keys"], 1, "{shown}");
-    let (ok, _, err) = serve.cli("acme", &["pipeline", "state", "get", &name, "nope"]);
+    let (ok, _, err) = serve.cli("acme", &["pipeline", "state", "get", name, "nope"]);
     assert!(!ok && err.contains("404") && err.contains("nope"), "{err}");
 
     // Reset: blue starts from nothing in a new changelog; the old one is deleted.
@@ -476,9 +476,9 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
         &[
             "pipeline",
             "deploy",
-            &name,
+            name,
             "--module",
-            &blue,
+            blue,
             "--reset-state",
         ],
     );
@@ -491,10 +491,10 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
     );
     wait_until_deleted(&first_changelog, &|| serve.log());
     append(150);
-    let status = serve.wait_caught_up("acme", &name, 2, Duration::from_secs(120));
+    let status = serve.wait_caught_up("acme", name, 2, Duration::from_secs(120));
     let changelog = status["changelog_topic"].as_str().unwrap().to_string();
     assert_ne!(changelog, first_changelog);
-    let after_reset: Vec<u64> = counted(&topic)[150..].to_vec();
+    let after_reset: Vec<u64> = counted(topic)[150..].to_vec();
     assert_eq!(after_reset, (1..=50).collect::<Vec<_>>());
     let last = consume_all(&changelog)
         .pop()
@@ -502,14 +502,14 @@ fn a_served_pipeline_keeps_its_state_through_a_deploy_and_a_reset_or_delete_remo
     assert_eq!(last.value.as_deref(), Some("50"));
 
     // A reset alone, with the module kept.
-    let report: serde_json::Value = serde_json::from_str(&state_cli(&["reset", &name])).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&state_cli(&["reset", name])).unwrap();
     assert_eq!(report["outcome"], "restarted", "{report}");
     wait_until_deleted(&changelog, &|| serve.log());
     append(200);
-    let status = serve.wait_caught_up("acme", &name, 3, Duration::from_secs(120));
+    let status = serve.wait_caught_up("acme", name, 3, Duration::from_secs(120));
     let changelog = status["changelog_topic"].as_str().unwrap().to_string();
-    assert_eq!(counted(&topic)[200..], (1..=50).collect::<Vec<_>>());
-    assert_eq!(state_cli(&["get", &name, "rows"]), "50\n");
+    assert_eq!(counted(topic)[200..], (1..=50).collect::<Vec<_>>());
+    assert_eq!(state_cli(&["get", name, "rows"]), "50\n");
 
     // Deleted with the pipeline.
     let (status, body) = serve.call(
