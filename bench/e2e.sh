@@ -3,7 +3,7 @@
 # rdkafka producer and Spark Structured Streaming delivering the same Delta table to
 # the same local broker. Writes docs/benchmarks/README.md and e2e.png.
 #
-#   bench/e2e.sh [--rows N] [--runs R] [--commits C] [--large-commit N] [--contestants a,b,...] [--profile debug]
+#   bench/e2e.sh [--rows N] [--runs R] [--commits C] [--large-commit N[,N...]] [--contestants a,b,...] [--profile debug]
 #
 # Installs what it needs (scripts/setup.sh; Spark's venv and matplotlib when Spark is a
 # contestant), builds the binaries (release by default), starts the local broker, and

@@ -334,15 +334,17 @@ change_headers = {'true' if follow else 'false'}
 
     def large_commit(self, rows):
         """sluice-eos streaming one commit of `rows` deals: seconds and peak memory."""
-        table = self.work / "large"
+        table = self.work / f"large-{rows}"
         subprocess.run([sys.executable, ROOT / "scripts/deals_table.py", table, "bulk", "--rows", str(rows)], check=True, capture_output=True)
         original, self.table = self.table, table
-        topic = self.topic("large", 0)
+        topic = self.topic(f"large-{rows}", 0)
         self.create_topic(topic)
         config = self.sluice_config(topic, "exactly-once")
         self.table = original
         _, wall, cpu, rss, _ = run_measured([self.bin / "sluice", "run", "--config", config, "--stop-at-latest"])
         count = last_json(subprocess.run([self.bin / "e2e", "digest", topic, self.args.bootstrap], check=True, capture_output=True, text=True).stdout)["count"]
+        # Its files are gigabytes at 100M rows: only the figures are kept.
+        shutil.rmtree(table)
         return {"rows": rows, "records": count, "seconds": wall, "cpu": cpu, "rss": rss}
 
     def latency(self):
@@ -397,7 +399,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="timed samples per contestant, taken in interleaved rounds after one untimed warm-up run of each (default 5)")
     parser.add_argument("--max-load", type=float, default=0.5, help="cores other processes may keep busy before a sample; the harness waits up to 30 s for less, then takes the sample marked as noisy (default 0.5)")
     parser.add_argument("--commits", type=int, default=300, help="commits timed in follow mode (default 300; 0 skips the latency run)")
-    parser.add_argument("--large-commit", type=int, default=0, help="also stream one commit of this many deals with sluice-eos, for its peak memory (default 0: skip)")
+    parser.add_argument("--large-commit", type=lambda text: [int(n) for n in text.split(",")], default=[], help="also stream one commit of this many deals with sluice-eos, for its peak memory; several counts, comma-separated, for how it grows (default: skip)")
     parser.add_argument("--contestants", default=",".join(CONTESTANTS), help="comma-separated subset")
     parser.add_argument("--bootstrap", default="127.0.0.1:19092")
     parser.add_argument("--profile", default="release", help="cargo profile of the binaries (release or debug)")
@@ -441,7 +443,7 @@ def main():
             sys.exit("CONTESTANTS DELIVERED DIFFERENT RECORDS:\n" + json.dumps({n: sorted(d) for n, d in digests.items()}, indent=1))
         restored = {name: bench.restore(name) for name in contestants if name in STATEFUL}
         latency = bench.latency() if args.commits and any(c.startswith("sluice") for c in contestants) else None
-        large = bench.large_commit(args.large_commit) if args.large_commit else None
+        large = [bench.large_commit(rows) for rows in args.large_commit]
         report = render(args, results, latency, large, restored)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -468,7 +470,7 @@ def render(args, results, latency, large, restored):
         "",
         f"The deals table of the motivating case: {args.rows:,} deals appended in version 0, then an update (5% of deals), a delete (2%) and a merge (3% changed, 1% new). Every contestant delivers the same {records:,} records (keys and values checked by count and SHA-256) to one local Kafka broker. Each contestant ran once untimed, then {args.runs} timed samples each were taken in interleaved rounds (every contestant once per round, each round starting one contestant later), so a slow spell of the machine falls on all of them. Figures are medians, with min and max; a ratio `0.82x (0.76-0.88)` is the ratio of the medians and its 90% bootstrap interval from both sides' samples: read the lower end.",
         "",
-        f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs} --commits {args.commits}" + (f" --large-commit {args.large_commit}" if args.large_commit else "") + (f" --contestants {','.join(results)}" if list(results) != CONTESTANTS else "") + "`.",
+        f"Machine: {machine()}. Command: `bench/e2e.sh --rows {args.rows} --runs {args.runs} --commits {args.commits}" + (f" --large-commit {','.join(map(str, args.large_commit))}" if args.large_commit else "") + (f" --contestants {','.join(results)}" if list(results) != CONTESTANTS else "") + "`.",
         "",
         f"Other processes kept {statistics.median(loads):.2f} cores busy before the median sample (max {max(loads):.2f}); "
         + (f"**{noisy} samples were taken above {args.max_load} cores and are marked `*`**." if noisy else f"every sample was taken below {args.max_load} cores."),
@@ -545,11 +547,13 @@ def render(args, results, latency, large, restored):
             "",
             f"Sluice in follow mode (exactly-once, `poll_interval = \"50ms\"`): from a Delta commit to a read_committed consumer seeing its record, over {latency['n']} one-row commits: **p50 {latency['p50']:.0f} ms, p99 {latency['p99']:.0f} ms**.",
         ]
-    if large:
+    for commit in large:
         lines += [
             "",
-            f"One commit of {large['rows']:,} deals (`--large-commit {large['rows']}`), `sluice-eos` with the default batch and commit sizes: {large['records']:,} records in {large['seconds']:.1f} s ({large['records'] / large['seconds']:,.0f} records/s), **peak RSS {large['rss']:.0f} MiB** for the whole process (the reader and transformer queues hold at most 64 MiB each).",
+            f"One commit of {commit['rows']:,} deals (`--large-commit {commit['rows']}`), `sluice-eos` with the default batch and commit sizes: {commit['records']:,} records in {commit['seconds']:.1f} s ({commit['records'] / commit['seconds']:,.0f} records/s), **peak RSS {commit['rss']:.0f} MiB** for the whole process (the reader and transformer queues hold at most 64 MiB each).",
         ]
+    if len(large) > 1:
+        lines += ["", f"Peak RSS of the largest commit against the smallest: **{large[-1]['rss'] / large[0]['rss']:.2f}x** for {large[-1]['rows'] / large[0]['rows']:.0f}x the rows."]
     return "\n".join(lines) + "\n"
 
 
