@@ -17,6 +17,8 @@
 //! - `digest TOPIC BOOTSTRAP`: a topic's committed records as a count and a SHA-256 of
 //!   their sorted `key<TAB>value` lines (order-free, so contestants that partition
 //!   differently compare);
+//! - `count TOPIC BOOTSTRAP`: a topic's committed records counted, in constant memory
+//!   (for a commit too large to sort in memory);
 //! - `latency TOPIC BOOTSTRAP COUNT`: waits for COUNT new records and prints, for each,
 //!   the milliseconds from its Delta commit (header `sluice.commit_timestamp`) to when a
 //!   read_committed consumer saw it.
@@ -81,6 +83,7 @@ async fn main() -> anyhow::Result<()> {
         "raw" => raw(arg(1)?, arg(2)?, arg(3)?),
         "payloads" => payloads(arg(1)?, Path::new(arg(2)?)),
         "digest" => digest(arg(1)?, arg(2)?),
+        "count" => count(arg(1)?, arg(2)?),
         "latency" => latency(arg(1)?, arg(2)?, arg(3)?.parse()?),
         "topic" => topic(arg(1)?, arg(2)?).await,
         other => {
@@ -445,12 +448,17 @@ fn consumer(bootstrap: &str, topic: &str, from: Offset) -> anyhow::Result<BaseCo
     Ok(consumer)
 }
 
-fn digest(topic: &str, bootstrap: &str) -> anyhow::Result<()> {
+/// Calls `each` with the key and value of every committed record of `topic`, from the
+/// beginning to its end.
+fn read_topic(
+    topic: &str,
+    bootstrap: &str,
+    mut each: impl FnMut(Option<&[u8]>, Option<&[u8]>),
+) -> anyhow::Result<()> {
     let consumer = consumer(bootstrap, topic, Offset::Beginning)?;
     let partitions = consumer.assignment()?.count();
     let mut ended = 0;
-    let mut lines: Vec<Vec<u8>> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(600);
+    let deadline = Instant::now() + Duration::from_secs(1800);
     while ended < partitions {
         if Instant::now() > deadline {
             bail!("{topic} was not read to its end in time");
@@ -459,14 +467,28 @@ fn digest(topic: &str, bootstrap: &str) -> anyhow::Result<()> {
             None => {}
             Some(Err(KafkaError::PartitionEOF(_))) => ended += 1,
             Some(Err(e)) => return Err(e.into()),
-            Some(Ok(message)) => {
-                let mut line = message.key().unwrap_or_default().to_vec();
-                line.push(b'\t');
-                line.extend_from_slice(message.payload().unwrap_or(b"<tombstone>"));
-                lines.push(line);
-            }
+            Some(Ok(message)) => each(message.key(), message.payload()),
         }
     }
+    Ok(())
+}
+
+/// A topic's committed records, counted in constant memory.
+fn count(topic: &str, bootstrap: &str) -> anyhow::Result<()> {
+    let mut count = 0u64;
+    read_topic(topic, bootstrap, |_, _| count += 1)?;
+    println!("{}", serde_json::json!({ "count": count }));
+    Ok(())
+}
+
+fn digest(topic: &str, bootstrap: &str) -> anyhow::Result<()> {
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    read_topic(topic, bootstrap, |key, value| {
+        let mut line = key.unwrap_or_default().to_vec();
+        line.push(b'\t');
+        line.extend_from_slice(value.unwrap_or(b"<tombstone>"));
+        lines.push(line);
+    })?;
     lines.sort_unstable();
     let mut hash = Sha256::new();
     for line in &lines {

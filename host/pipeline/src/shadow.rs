@@ -563,3 +563,37 @@ fn limit_reached(report: &ShadowReport) -> Option<&'static str> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn changes(entries: &[(&str, Option<&str>)]) -> StateChanges {
+        entries
+            .iter()
+            .map(|(key, value)| {
+                (
+                    key.as_bytes().to_vec(),
+                    value.map(|v| v.as_bytes().to_vec()),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn state_changes_are_compared_key_by_key() {
+        let live = changes(&[("same", Some("1")), ("other", Some("2")), ("gone", None)]);
+        let candidate = changes(&[("same", Some("1")), ("other", Some("3")), ("new", None)]);
+        let mut counts = ShadowState::default();
+        compare_changes(&live, &candidate, &mut counts);
+        assert_eq!(
+            (
+                counts.changes_equal,
+                counts.changes_differ,
+                counts.live_only,
+                counts.candidate_only
+            ),
+            (1, 1, 1, 1)
+        );
+    }
+}
