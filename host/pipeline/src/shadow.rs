@@ -268,17 +268,16 @@ impl Shadow {
     }
 }
 
+/// What the candidate's stage made of a batch, or the row it failed on and why.
+type Transformed = Result<StageOutput, (u32, TransformError)>;
+
 /// The candidate's side of a shadow: its stage and, for a stateful pipeline, its copy
 /// of the state once made.
 struct Candidate {
     stage: TransformStage,
     state_limits: Option<StateLimits>,
-    state: Option<CandidateState>,
-}
-
-/// A stateful candidate's own state, copied from the live one.
-struct CandidateState {
-    state: Arc<PipelineState>,
+    /// A stateful candidate's own state, copied from the live one.
+    state: Option<Arc<PipelineState>>,
 }
 
 impl Candidate {
@@ -309,7 +308,7 @@ impl Candidate {
         let usage = store.usage();
         let state = Arc::new(PipelineState::new(Arc::new(store)));
         self.stage.set_state(StageState::new(state.clone(), limits));
-        self.state = Some(CandidateState { state });
+        self.state = Some(state);
         shadow.lock().state = Some(ShadowState {
             copied_keys: usage.keys,
             copied_bytes: usage.bytes,
@@ -338,30 +337,24 @@ impl Candidate {
         let mut applied = 0;
         for (at, changes) in shadow.skipped_before(end) {
             if compared.is_none_or(|through| at > through) {
-                candidate.state.push(at, changes);
+                candidate.push(at, changes);
                 applied += 1;
             }
         }
         if applied > 0 {
-            commit_copy(&candidate.state, end);
+            commit_copy(candidate, end);
         }
         applied
     }
 
     /// Runs the batch, keeping what a stateful candidate changed in its copy.
-    fn transform(
-        &mut self,
-        batch: &ChangeBatch,
-    ) -> (
-        Result<StageOutput, (u32, TransformError)>,
-        Option<StateChanges>,
-    ) {
+    fn transform(&mut self, batch: &ChangeBatch) -> (Transformed, Option<Arc<StateChanges>>) {
         let mut result = self.stage.apply(&batch.batch);
         let changes = match (&mut result, &self.state) {
-            (Ok(output), Some(candidate)) => {
-                let changes = std::mem::take(&mut output.state);
-                candidate.state.push(batch.end, Arc::new(changes.clone()));
-                commit_copy(&candidate.state, batch.end);
+            (Ok(output), Some(state)) => {
+                let changes = Arc::new(std::mem::take(&mut output.state));
+                state.push(batch.end, changes.clone());
+                commit_copy(state, batch.end);
                 Some(changes)
             }
             _ => None,
@@ -442,10 +435,7 @@ async fn compare_batches(
         })
         .await;
         candidate = back;
-        let usage = candidate
-            .state
-            .as_ref()
-            .map(|copy| copy.state.store().usage());
+        let usage = candidate.state.as_ref().map(|copy| copy.store().usage());
         let batch = &live.batch;
         let place = BatchPlace {
             version: batch.end.version,

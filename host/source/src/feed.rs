@@ -235,34 +235,40 @@ impl ChangeFeed {
     /// epoch), as Spark's `startingTimestamp` resolves it: in-commit timestamps where the
     /// table has them, file modification times otherwise.
     pub fn version_at_or_after(&self, timestamp_ms: i64) -> Result<u64, SourceError> {
-        let snapshot = self.snapshot()?;
-        match timestamp_range_to_versions(&snapshot, self.engine.as_ref(), timestamp_ms, None) {
-            Ok((version, _)) => Ok(version),
-            Err(KernelError::LogHistory(e)) => Err(SourceError::NoVersionAfter {
+        let (first, _) =
+            self.versions_between(timestamp_ms, None, |detail| SourceError::NoVersionAfter {
                 table: self.table.clone(),
                 timestamp_ms,
-                detail: e.to_string(),
-            }),
-            Err(e) => Err(kernel_error(
-                &self.table,
-                "finding the version of a timestamp",
-                e,
-            )),
-        }
+                detail,
+            })?;
+        Ok(first)
     }
 
     /// The last version committed at or before `timestamp_ms`, as Spark's
     /// `endingTimestamp` resolves it.
     pub fn version_at_or_before(&self, timestamp_ms: i64) -> Result<u64, SourceError> {
-        let snapshot = self.snapshot()?;
-        match timestamp_range_to_versions(&snapshot, self.engine.as_ref(), 0, Some(timestamp_ms)) {
-            Ok((_, Some(version))) => Ok(version),
-            Ok((_, None)) => Ok(snapshot.version()),
-            Err(KernelError::LogHistory(e)) => Err(SourceError::NoVersionBefore {
+        let (_, last) = self.versions_between(0, Some(timestamp_ms), |detail| {
+            SourceError::NoVersionBefore {
                 table: self.table.clone(),
                 timestamp_ms,
-                detail: e.to_string(),
-            }),
+                detail,
+            }
+        })?;
+        Ok(last)
+    }
+
+    /// The first version committed at or after `start_ms` and the last at or before
+    /// `end_ms` (the latest without one); `missing` words a range with no version.
+    fn versions_between(
+        &self,
+        start_ms: i64,
+        end_ms: Option<i64>,
+        missing: impl FnOnce(String) -> SourceError,
+    ) -> Result<(u64, u64), SourceError> {
+        let snapshot = self.snapshot()?;
+        match timestamp_range_to_versions(&snapshot, self.engine.as_ref(), start_ms, end_ms) {
+            Ok((first, last)) => Ok((first, last.unwrap_or(snapshot.version()))),
+            Err(KernelError::LogHistory(e)) => Err(missing(e.to_string())),
             Err(e) => Err(kernel_error(
                 &self.table,
                 "finding the version of a timestamp",

@@ -28,6 +28,23 @@ fn previewed(table: &Path, module: &Path, from: u64, to: u64) -> Vec<(String, St
         .collect()
 }
 
+/// Writes `table`'s versions 0 to 4: 500 deals, then four appends of 10,000.
+fn deals_versions_0_to_4(table: &Path) {
+    deals_table(table, &["create", "--rows", "500"]);
+    deals_table(
+        table,
+        &[
+            "appends",
+            "--start",
+            "500",
+            "--rows",
+            "10000",
+            "--versions",
+            "4",
+        ],
+    );
+}
+
 /// Starts a replay of `name` and returns the replay pipeline's name.
 fn replay(serve: &Serve, name: &str, body: Value) -> String {
     let (status, created) = serve.call(
@@ -53,19 +70,7 @@ fn a_replay_sends_its_range_through_its_module_and_survives_kills() {
     let revised = transform_component("gold-deals-revised");
     let tables = tempfile::tempdir().unwrap();
     let table = tables.path().join("deals");
-    deals_table(&table, &["create", "--rows", "500"]);
-    deals_table(
-        &table,
-        &[
-            "appends",
-            "--start",
-            "500",
-            "--rows",
-            "10000",
-            "--versions",
-            "4",
-        ],
-    );
+    deals_versions_0_to_4(&table);
     for step in ["update", "delete", "merge"] {
         deals_table(&table, &[step]);
     }
@@ -203,19 +208,7 @@ fn a_replay_in_a_cluster_finishes_on_another_node_when_its_node_is_killed() {
     let gold = transform_component("gold-deals");
     let tables = tempfile::tempdir().unwrap();
     let table = tables.path().join("deals");
-    deals_table(&table, &["create", "--rows", "500"]);
-    deals_table(
-        &table,
-        &[
-            "appends",
-            "--start",
-            "500",
-            "--rows",
-            "10000",
-            "--versions",
-            "4",
-        ],
-    );
+    deals_versions_0_to_4(&table);
     let bootstrap = kafka_bootstrap();
     let server = cluster_lines(&unique_topic("replay-cluster"), 12, &bootstrap);
     let kafka = format!("\"bootstrap.servers\" = \"{bootstrap}\"");
