@@ -30,6 +30,16 @@ against a golden file.
     deals_table.py TABLE rename [--name C] --to D
                                                 overwrite the table with column C named D
     deals_table.py TABLE retype [--name C]      overwrite the table with column C as a string
+    deals_table.py TABLE owners [--rows N]      a lookup table of the owners of deals 0..N-1
+                                                (owner_id, name, region), change data feed on
+    deals_table.py TABLE owner-rename [--start K]
+                                                the owner of deal K (default 3) is renamed
+    deals_table.py TABLE owner-delete [--start K]
+                                                the owner of deal K (default 5) is removed
+    deals_table.py TABLE accounts [--rows N]    a lookup table of the accounts of deals 0..N-1
+                                                (account_id, segment)
+    deals_table.py TABLE owner-duplicate [--start K]
+                                                a second row with the owner of deal K
 
 Appends write the columns the table has gained since it was created as nulls.
 """
@@ -223,6 +233,61 @@ def merge(table: str) -> None:
     )
 
 
+OWNERS = pa.schema([("owner_id", pa.string()), ("name", pa.string()), ("region", pa.string())])
+ACCOUNTS = pa.schema([("account_id", pa.string()), ("segment", pa.string())])
+
+
+def owner(i: int, name: str = "") -> dict:
+    return {
+        "owner_id": deal(i)["fullDocument"]["owner_id"],
+        "name": name or f"Owner {i}",
+        "region": ["emea", "amer", "apac"][i % 3],
+    }
+
+
+def owners(table: str, rows: int) -> None:
+    write_deltalake(
+        table,
+        pa.Table.from_pylist([owner(i) for i in range(rows)], schema=OWNERS),
+        mode="error",
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+
+
+def owner_is(i: int) -> str:
+    "A predicate on the owner of deal i (its id has quotes, doubled in SQL)."
+    quoted = owner(i)["owner_id"].replace("'", "''")
+    return f"owner_id = '{quoted}'"
+
+
+def owner_rename(table: str, i: int) -> None:
+    DeltaTable(table).update(
+        predicate=owner_is(i),
+        updates={"name": f"'Owner {i} (renamed)'"},
+    )
+
+
+def owner_delete(table: str, i: int) -> None:
+    DeltaTable(table).delete(owner_is(i))
+
+
+def owner_duplicate(table: str, i: int) -> None:
+    write_deltalake(table, pa.Table.from_pylist([owner(i, "Twin")], schema=OWNERS), mode="append")
+
+
+def accounts(table: str, rows: int) -> None:
+    rows = [
+        {"account_id": deal(i)["fullDocument"]["account_id"], "segment": ["smb", "mid", "enterprise"][i % 3]}
+        for i in range(rows)
+    ]
+    write_deltalake(
+        table,
+        pa.Table.from_pylist(rows, schema=ACCOUNTS),
+        mode="error",
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+
+
 def vacuum(table: str) -> None:
     DeltaTable(table).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
 
@@ -267,7 +332,7 @@ def retype(table: str, name: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table")
-    parser.add_argument("step", choices=["create", "bulk", "churn", "append", "appends", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain", "region", "drop", "rename", "retype"])
+    parser.add_argument("step", choices=["create", "bulk", "churn", "append", "appends", "big", "update", "delete", "merge", "scenario", "vacuum", "checkpoint", "plain", "region", "drop", "rename", "retype", "owners", "owner-rename", "owner-delete", "owner-duplicate", "accounts"])
     parser.add_argument("--rows", type=int, default=20)
     parser.add_argument("--start", type=int, default=20)
     parser.add_argument("--title-bytes", type=int, default=2_000_000)
@@ -309,6 +374,16 @@ def main() -> None:
         rename(args.table, args.name, args.to)
     elif args.step == "retype":
         retype(args.table, args.name)
+    elif args.step == "owners":
+        owners(args.table, args.rows)
+    elif args.step == "owner-rename":
+        owner_rename(args.table, args.start if args.start != 20 else 3)
+    elif args.step == "owner-delete":
+        owner_delete(args.table, args.start if args.start != 20 else 5)
+    elif args.step == "owner-duplicate":
+        owner_duplicate(args.table, args.start if args.start != 20 else 1)
+    elif args.step == "accounts":
+        accounts(args.table, args.rows)
     else:
         create(args.table, 20)
         append(args.table, 20, 10)

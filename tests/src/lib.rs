@@ -299,6 +299,20 @@ pub fn wasip2_component(name: &str) -> PathBuf {
         .join(format!("{package}.wasm"))
 }
 
+/// A finished process's stdout as JSON objects, one per line; panics with its stderr
+/// if it failed.
+pub fn json_lines(output: &Output) -> Vec<serde_json::Value> {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
 /// Runs a step of `scripts/deals_table.py` on `table`.
 pub fn deals_table(table: &Path, args: &[&str]) {
     let status = Command::new("python3")

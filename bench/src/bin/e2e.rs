@@ -317,6 +317,7 @@ impl Instance for NativeGoldDealsInstance {
             framed: Vec::new(),
             state: Default::default(),
             state_access: Default::default(),
+            lookup_access: Default::default(),
             rejected: out
                 .rejected()
                 .iter()

@@ -2,8 +2,8 @@
 // `transformer` export. `sluice:transform/host` exists only inside a component, so
 // this file is bundled by `sluice build`; Node gets native.js instead.
 
-import { log as hostLog } from 'sluice:transform/host@1.2.0';
-import * as hostState from 'sluice:transform/state@1.2.0';
+import { log as hostLog } from 'sluice:transform/host@1.3.0';
+import * as hostState from 'sluice:transform/state@1.3.0';
 import { Batch, Output } from './batch.js';
 import { BatchError, COMPARISONS, Params, RowError, scalar } from './model.js';
 import { keyedState } from './state.js';

@@ -256,6 +256,15 @@ pub enum TransformError {
         /// What failed.
         message: String,
     },
+    /// A lookup table could not be read during the batch (its store failed): the
+    /// pipeline stops instead of failing rows for it.
+    #[error("Transform module {module} could not look up rows: {message}")]
+    Lookup {
+        /// The module's name.
+        module: String,
+        /// What failed.
+        message: String,
+    },
     /// The batch has a column the contract cannot carry.
     #[error("Cannot pass the batch to transform module {module}: {message}")]
     Input {

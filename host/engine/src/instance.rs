@@ -12,9 +12,10 @@ use crate::budget::{HostLimitExceeded, MAX_MESSAGE_BYTES, OutputBudget, record_b
 use crate::contract::{v0_1, v1};
 use crate::convert;
 use crate::error::{EngineError, TransformError, TrapKind};
-use crate::keyed::{KeyedSession, StateAccess, StateChanges, StateError, StateScope};
+use crate::keyed::{KeyedSession, StateAccess, StateChanges, StateError};
 use crate::limits::{InstanceLimits, MAX_HANDLES, MemoryCapExceeded, TableCapExceeded};
 use crate::log::LogTap;
+use crate::lookups::{BatchContext, LookupAccess, LookupFailed};
 use crate::state::{BatchState, HostState, Keyed};
 use crate::wasi::StderrTail;
 
@@ -44,6 +45,8 @@ pub struct BatchOutput {
     pub state: StateChanges,
     /// How much of its keyed state it read and wrote.
     pub state_access: StateAccess,
+    /// How many keys it looked up in lookup tables.
+    pub lookup_access: LookupAccess,
 }
 
 /// A checked component, linked and ready to instantiate.
@@ -126,26 +129,20 @@ impl TransformInstance {
     /// `_commit_version`, `_commit_timestamp`) into records and rejected rows.
     ///
     /// After a [`TransformError::Trap`] the instance must be dropped. A module that
-    /// uses state traps: see [`TransformInstance::transform_keyed`].
+    /// uses state or lookups traps: see [`TransformInstance::transform_in`].
     pub fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError> {
-        self.transform_with(batch, None)
+        self.transform_in(batch, &BatchContext::default())
     }
 
     /// Transforms one batch as [`TransformInstance::transform`] does, with the keyed
-    /// state of `scope`; what the module changed comes back in [`BatchOutput::state`].
-    pub fn transform_keyed(
+    /// state and lookup tables of `context`; what the module changed in its state comes
+    /// back in [`BatchOutput::state`].
+    pub fn transform_in(
         &mut self,
         batch: &RecordBatch,
-        scope: &StateScope,
+        context: &BatchContext,
     ) -> Result<BatchOutput, TransformError> {
-        self.transform_with(batch, Some(scope))
-    }
-
-    fn transform_with(
-        &mut self,
-        batch: &RecordBatch,
-        scope: Option<&StateScope>,
-    ) -> Result<BatchOutput, TransformError> {
+        let scope = context.state.as_ref();
         let batch = convert::normalize(batch).map_err(|message| self.input_error(message))?;
         let num_rows = batch.num_rows() as u32;
         arm(&mut self.store, &self.limits).map_err(|e| self.trap(&e))?;
@@ -165,12 +162,20 @@ impl TransformInstance {
                     Some(scope) => Keyed::Batch(KeyedSession::new(scope.clone())),
                     None => Keyed::NotKept,
                 };
+                let host = self.store.data_mut();
+                host.in_batch = true;
+                host.lookups = context.lookups.clone();
+                host.lookup_access = LookupAccess::default();
                 let called = bindings
                     .sluice_transform_transformer()
                     .call_transform(&mut self.store, borrowed);
                 let called = within_deadline(&self.store, "transform", called);
                 let state = self.store.data_mut().table.delete(handle);
-                let keyed = std::mem::replace(&mut self.store.data_mut().keyed, Keyed::NotKept);
+                let host = self.store.data_mut();
+                let keyed = std::mem::replace(&mut host.keyed, Keyed::NotKept);
+                host.in_batch = false;
+                host.lookups = None;
+                let lookup_access = std::mem::take(&mut host.lookup_access);
                 let result = called.map_err(|e| self.trap(&e))?;
                 let state = state.map_err(|e| self.input_error(e.to_string()))?;
                 if let Some(message) = state.bad_output {
@@ -186,6 +191,7 @@ impl TransformInstance {
                     framed: state.framed,
                     state: changes,
                     state_access: access,
+                    lookup_access,
                     rejected: state
                         .rejected
                         .into_iter()
@@ -222,6 +228,7 @@ impl TransformInstance {
                     rejected: Vec::new(),
                     state: StateChanges::default(),
                     state_access: StateAccess::default(),
+                    lookup_access: LookupAccess::default(),
                 }
             }
         };
@@ -260,6 +267,12 @@ impl TransformInstance {
     }
 
     fn trap(&self, error: &wasmtime::Error) -> TransformError {
+        if let Some(failed) = error.downcast_ref::<LookupFailed>() {
+            return TransformError::Lookup {
+                module: self.module.clone(),
+                message: failed.to_string(),
+            };
+        }
         if let Some(state) = error.downcast_ref::<StateError>()
             && !state.is_limit()
         {

@@ -237,7 +237,7 @@ impl TransformEngine {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(invalid)?;
         crate::wasi::cap_waits(&mut linker).map_err(invalid)?;
         let pre = match version {
-            Contract::V1_2 | Contract::V1_1 | Contract::V1_0 => {
+            Contract::V1_3 | Contract::V1_2 | Contract::V1_1 | Contract::V1_0 => {
                 v1::Transform::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
                     .map_err(invalid)?;
                 let pre = linker.instantiate_pre(&component).map_err(invalid)?;
@@ -488,6 +488,8 @@ fn pooling(config: &EngineConfig) -> PoolingAllocationConfig {
 /// The contract versions a module can be built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Contract {
+    /// `sluice:transform@1.3.0`: 1.2.0 and `lookup`.
+    V1_3,
     /// `sluice:transform@1.2.0`: 1.1.0 and `state`.
     V1_2,
     /// `sluice:transform@1.1.0`: 1.0.0 and `emit-framed`.
@@ -502,6 +504,7 @@ impl Contract {
     /// The contract's package version.
     pub fn version(self) -> &'static str {
         match self {
+            Contract::V1_3 => "1.3.0",
             Contract::V1_2 => "1.2.0",
             Contract::V1_1 => "1.1.0",
             Contract::V1_0 => "1.0.0",
@@ -520,6 +523,9 @@ fn check_contract(
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
+    if exports.iter().any(|name| name == contract::V1_3_EXPORT) {
+        return Ok(Contract::V1_3);
+    }
     if exports.iter().any(|name| name == contract::V1_2_EXPORT) {
         return Ok(Contract::V1_2);
     }

@@ -15,6 +15,7 @@ use crate::budget::{CallDeadline, HostLimitExceeded, OutputBudget, check_count};
 use crate::keyed::KeyedSession;
 use crate::limits::{InstanceLimits, Limiter, MAX_HANDLES};
 use crate::log::{LogTap, ModuleLog};
+use crate::lookups::{LookupAccess, LookupView};
 use crate::own_schemas::OwnSchemas;
 use crate::wasi::{SinceStart, StderrTail, WaitLimit, Waits, sealed};
 
@@ -38,6 +39,12 @@ pub(crate) struct HostState {
     wait_limit: WaitLimit,
     /// The keyed state the module's `state` calls reach.
     pub(crate) keyed: Keyed,
+    /// Whether a `transform` call is running (lookups are there only then).
+    pub(crate) in_batch: bool,
+    /// The lookup tables the module's `lookup` calls reach during the batch.
+    pub(crate) lookups: Option<Arc<dyn LookupView>>,
+    /// How many keys the module looked up during the batch.
+    pub(crate) lookup_access: LookupAccess,
 }
 
 /// What the module's `state` calls reach.
@@ -74,6 +81,9 @@ impl HostState {
             clock,
             wait_limit: WaitLimit::new(deadline.at()),
             keyed: Keyed::Init,
+            in_batch: false,
+            lookups: None,
+            lookup_access: LookupAccess::default(),
         }
     }
 

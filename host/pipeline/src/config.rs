@@ -13,6 +13,7 @@ use sluice_encoding::{
     debezium_namespace, invalid_avro_name,
 };
 use sluice_engine::CompileBudget;
+pub use sluice_lookup::Consistency;
 use sluice_registry::{RegistryAuth, RegistrySettings};
 use sluice_sink::DeliveryMode;
 use sluice_source::SourceOptions;
@@ -32,6 +33,50 @@ pub struct PipelineConfig {
     /// The pipeline's keyed state; only a pipeline with this section keeps state.
     #[serde(default)]
     pub state: Option<StateSection>,
+    /// `[[lookup]]`: other Delta tables the module looks rows up in (contract 1.3).
+    #[serde(default, rename = "lookup")]
+    pub lookups: Vec<LookupSection>,
+}
+
+/// `[[lookup]]`: a Delta table the host keeps on the node by key, for the module to look
+/// rows up in, as of the version each batch reads (docs/lookups.md).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupSection {
+    /// The name the module looks the table up by.
+    pub name: String,
+    /// The table's path or URL (relative paths are taken from the config file's
+    /// directory); read with `[source] storage_options`.
+    pub table: String,
+    /// The key columns: each row of the table has its own key.
+    pub key: Vec<String>,
+    /// The columns kept for each key.
+    pub columns: Vec<String>,
+    /// Which version a batch reads: `as-of` (default), the newest committed at or
+    /// before the batch's own commit; or `latest`, the newest read.
+    #[serde(default)]
+    pub consistency: Consistency,
+    /// Longest a batch waits for the table to be read up to its commit time (default
+    /// `30s`); after it the batch is tried again later.
+    #[serde(default = "default_lookup_max_wait", with = "humantime_serde")]
+    pub max_wait: Duration,
+    /// Most MiB the table's store may hold on disk, every version kept counted
+    /// (default 1024).
+    #[serde(default = "default_lookup_max_mib")]
+    pub max_mib: u64,
+    /// MiB of memory for the store's page cache (default 64).
+    #[serde(default = "default_lookup_cache_mib")]
+    pub cache_mib: usize,
+}
+
+fn default_lookup_max_wait() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_lookup_max_mib() -> u64 {
+    PipelineConfig::DEFAULT_LOOKUP_MAX_MIB
+}
+fn default_lookup_cache_mib() -> usize {
+    64
 }
 
 /// `[state]`: the keyed state the module keeps across batches (contract 1.2), committed
@@ -542,6 +587,8 @@ impl PipelineConfig {
 
     /// `[state] max_mib` when not set.
     pub const DEFAULT_STATE_MAX_MIB: u64 = 256;
+    /// `[[lookup]] max_mib` when not set.
+    pub const DEFAULT_LOOKUP_MAX_MIB: u64 = 1024;
 
     /// Most `[transform] instances`.
     pub const MAX_INSTANCES: usize = 64;
@@ -708,6 +755,7 @@ impl PipelineConfig {
                 );
             }
         }
+        check_lookups(&mut config.lookups, base)?;
         config.transform.module = base.join(&config.transform.module);
         config.transform.module_cache_dir = match config.transform.module_cache_dir.take() {
             Some(dir) if dir.as_os_str().is_empty() => None,
@@ -740,6 +788,14 @@ impl PipelineConfig {
         }
         config.check_encoding(base)?;
         Ok(config)
+    }
+
+    /// The source's options for reading lookup table `table`.
+    pub fn lookup_options(&self) -> SourceOptions {
+        SourceOptions {
+            catalog: None,
+            ..self.source_options()
+        }
     }
 
     /// Checks `[sink.encoding]` against `[sink.schema_registry]` and resolves the
@@ -969,6 +1025,38 @@ fn file_name_of(pipeline: &str) -> String {
             _ => '_',
         })
         .collect()
+}
+
+/// Checks the `[[lookup]]` sections and resolves their tables' relative paths.
+fn check_lookups(lookups: &mut [LookupSection], base: &Path) -> Result<(), String> {
+    let mut names = std::collections::BTreeSet::new();
+    for lookup in lookups.iter_mut() {
+        let name = &lookup.name;
+        if name.is_empty() || !names.insert(name.clone()) {
+            return Err(format!(
+                "[[lookup]] name `{name}` must be set and differ from every other lookup's"
+            ));
+        }
+        if lookup.key.is_empty() || lookup.columns.is_empty() {
+            return Err(format!(
+                "[[lookup]] {name}: key and columns must each name at least one column"
+            ));
+        }
+        if let Some(column) = lookup.columns.iter().find(|c| lookup.key.contains(c)) {
+            return Err(format!(
+                "[[lookup]] {name}: `{column}` is a key column; columns lists what is kept beside the key"
+            ));
+        }
+        if lookup.max_mib == 0 || lookup.cache_mib == 0 {
+            return Err(format!(
+                "[[lookup]] {name}: max_mib and cache_mib must be above 0"
+            ));
+        }
+        if !lookup.table.contains("://") {
+            lookup.table = base.join(&lookup.table).display().to_string();
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1306,6 +1394,38 @@ mod tests {
         }
         let err = with("topic_prefix = \"any.\"").unwrap_err();
         assert!(err.contains("topic_prefix"), "{err}");
+    }
+
+    #[test]
+    fn lookups_resolve_their_tables_and_refuse_clashing_names_and_key_columns_kept() {
+        let lookup = |name: &str, columns: &str| {
+            format!(
+                "\n[[lookup]]\nname = \"{name}\"\ntable = \"tables/owners\"\nkey = [\"owner_id\"]\ncolumns = {columns}\n"
+            )
+        };
+        let text = format!("{MINIMAL}{}", lookup("owners", r#"["name"]"#));
+        let config = PipelineConfig::parse(&text, Path::new("/etc/sluice")).unwrap();
+        let owners = &config.lookups[0];
+        assert_eq!(owners.table, "/etc/sluice/tables/owners");
+        assert_eq!(owners.consistency, Consistency::AsOf);
+        assert_eq!(owners.max_wait, Duration::from_secs(30));
+        assert_eq!(owners.max_mib, PipelineConfig::DEFAULT_LOOKUP_MAX_MIB);
+        let twice = format!(
+            "{MINIMAL}{}{}",
+            lookup("owners", r#"["name"]"#),
+            lookup("owners", r#"["region"]"#)
+        );
+        let err = PipelineConfig::parse(&twice, Path::new("/")).unwrap_err();
+        assert!(err.contains("differ from every other lookup's"), "{err}");
+        let kept_key = format!("{MINIMAL}{}", lookup("owners", r#"["owner_id"]"#));
+        let err = PipelineConfig::parse(&kept_key, Path::new("/")).unwrap_err();
+        assert!(err.contains("`owner_id` is a key column"), "{err}");
+        let latest = text.replace(
+            "columns = [\"name\"]",
+            "columns = [\"name\"]\nconsistency = \"latest\"",
+        );
+        let config = PipelineConfig::parse(&latest, Path::new("/")).unwrap();
+        assert_eq!(config.lookups[0].consistency, Consistency::Latest);
     }
 
     /// The options docs/configuration.md lists in the table under `heading`, the names

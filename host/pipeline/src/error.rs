@@ -37,6 +37,16 @@ pub enum PipelineError {
         /// The module's error.
         source: TransformError,
     },
+    /// A lookup table could not be kept or read.
+    #[error("Pipeline {pipeline} stopped: lookup {lookup}: {source}")]
+    Lookup {
+        /// The pipeline's name.
+        pipeline: String,
+        /// The lookup's name.
+        lookup: String,
+        /// What failed.
+        source: sluice_lookup::LookupError,
+    },
     /// The schema registry's client could not be made (its certificate authority).
     #[error(transparent)]
     RegistryClient(Box<sluice_registry::RegistryError>),
@@ -165,7 +175,9 @@ impl PipelineError {
     /// What becomes of the work sent before this error.
     pub(crate) fn earlier_work(&self) -> EarlierWork {
         match self {
-            PipelineError::Transform { .. } | PipelineError::Unframed { .. } => EarlierWork::Kept,
+            PipelineError::Transform { .. }
+            | PipelineError::Unframed { .. }
+            | PipelineError::Lookup { .. } => EarlierWork::Kept,
             PipelineError::Source(SourceError::SchemaChanged { version, .. }) => {
                 EarlierWork::KeptUpTo(*version)
             }
@@ -187,6 +199,7 @@ impl PipelineError {
             PipelineError::Source(e) => e.is_transient(),
             PipelineError::Sink(e) => e.is_retriable(),
             PipelineError::Registry { source, .. } => source.is_transient(),
+            PipelineError::Lookup { source, .. } => source.is_transient(),
             _ => false,
         }
     }

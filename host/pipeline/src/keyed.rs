@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use sluice_engine::{
-    BatchOutput, StateChanges, StateEntry, StateLimits, StateScope, TransformError,
+    BatchContext, BatchOutput, StateChanges, StateEntry, StateLimits, StateScope, TransformError,
 };
 use sluice_sink::SinkRecord;
 use sluice_source::arrow::array::RecordBatch;
@@ -302,7 +302,11 @@ impl ScratchState {
         instance: &mut dyn Instance,
         batch: &RecordBatch,
     ) -> Result<BatchOutput, TransformError> {
-        let mut output = instance.transform_keyed(batch, &self.stage.scope)?;
+        let context = BatchContext {
+            state: Some(self.stage.scope.clone()),
+            lookups: None,
+        };
+        let mut output = instance.transform_in(batch, &context)?;
         let at = sluice_source::Position::default();
         self.stage
             .state

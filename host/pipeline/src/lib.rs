@@ -13,6 +13,7 @@ mod error;
 #[cfg(test)]
 mod fuzz;
 mod keyed;
+mod lookups;
 #[cfg(any(test, feature = "memory"))]
 mod memory_sink;
 mod metrics;
@@ -37,12 +38,13 @@ mod work;
 
 pub use check::{Finding, check};
 pub use config::{
-    ConfigError, ErrorPolicy, PipelineConfig, ScalarValue, StartingVersion, StateSection,
-    resolve_reference,
+    ConfigError, Consistency, ErrorPolicy, LookupSection, PipelineConfig, ScalarValue,
+    StartingVersion, StateSection, resolve_reference,
 };
 pub use dead_letters::{DeadLetter, DeadLetters, MAX_LETTERS, read_dead_letters};
 pub use destination::{Destination, KafkaDestination, Running, run, run_controlled, sink_config};
 pub use error::PipelineError;
+pub use lookups::LookupTables;
 #[cfg(any(test, feature = "memory"))]
 pub use memory_sink::{Call, Failure, MemorySink, Seen, Transaction};
 pub use metrics::{

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use sluice_engine::{
-    BatchOutput, EngineError, Format, StateScope, TransformError, TransformInstance,
+    BatchContext, BatchOutput, EngineError, Format, TransformError, TransformInstance,
     TransformModule,
 };
 use sluice_source::arrow::array::RecordBatch;
@@ -33,12 +33,12 @@ pub trait Module: Send + Sync {
 pub trait Instance: Send {
     /// Transforms one batch of change rows.
     fn transform(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError>;
-    /// Transforms one batch with the pipeline's keyed state; an instance that keeps
-    /// none transforms it as [`Instance::transform`] does.
-    fn transform_keyed(
+    /// Transforms one batch with the pipeline's keyed state and lookup tables; an
+    /// instance that uses neither transforms it as [`Instance::transform`] does.
+    fn transform_in(
         &mut self,
         batch: &RecordBatch,
-        _state: &StateScope,
+        _context: &BatchContext,
     ) -> Result<BatchOutput, TransformError> {
         self.transform(batch)
     }
@@ -82,12 +82,12 @@ impl Instance for TransformInstance {
         TransformInstance::transform(self, batch)
     }
 
-    fn transform_keyed(
+    fn transform_in(
         &mut self,
         batch: &RecordBatch,
-        state: &StateScope,
+        context: &BatchContext,
     ) -> Result<BatchOutput, TransformError> {
-        TransformInstance::transform_keyed(self, batch, state)
+        TransformInstance::transform_in(self, batch, context)
     }
 
     fn wants_recycling(&self) -> bool {

@@ -281,8 +281,16 @@ fn prepare(
     batch: ChangeBatch,
     shadowed: Option<&Shadow>,
 ) -> (Prepared, usize, Option<LiveBatch>) {
+    let lookups = match stage
+        .lookups()
+        .map(|l| l.for_batch(&batch.batch, batch.end.version))
+    {
+        None => None,
+        Some(Ok(view)) => Some(view),
+        Some(Err(error)) => return (Prepared::Failed(error), 0, None),
+    };
     let started = Instant::now();
-    let applied = stage.apply(&batch.batch);
+    let applied = stage.apply(&batch.batch, lookups.clone());
     let took = started.elapsed();
     match applied {
         Ok(mut output) => {
@@ -337,6 +345,7 @@ fn prepare(
                 took,
                 memory_peak,
                 keyed,
+                lookups,
             });
             (prepared, bytes, live)
         }

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::config::PipelineConfig;
 use crate::error::{EarlierWork, PipelineError};
 use crate::keyed::KeyedState;
+use crate::lookups::LookupTables;
 use crate::metrics::{PipelineMetrics, Stage};
 use crate::module::{Instance, Module};
 use crate::outage::{Next, Outage, Waiting, WaitingFor, epoch_ms};
@@ -92,6 +93,8 @@ pub struct RunControls {
     pub quiet_progress: bool,
     /// Where a shadow deploy is put to run beside the live module.
     pub shadow: Arc<ShadowSlot>,
+    /// The lookup tables this node follows, shared with its other pipelines.
+    pub lookups: Arc<LookupTables>,
 }
 
 /// Pause before redoing work after an aborted transaction.
@@ -134,6 +137,7 @@ pub(crate) async fn run_with<D: Sink, C: ConnectSink<D>>(
         controls.module,
         controls.metrics.clone(),
         keyed.as_ref().map(KeyedState::stage),
+        controls.lookups.clone(),
         connect.connect(),
     )
     .await?;

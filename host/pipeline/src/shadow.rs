@@ -20,7 +20,7 @@ mod report;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use sluice_engine::{OutputRecord, StateChanges, StateLimits, TransformError};
+use sluice_engine::{LookupView, OutputRecord, StateChanges, StateLimits, TransformError};
 use sluice_source::{ChangeBatch, Position};
 use sluice_state::{FrozenState, PipelineState, StateStore};
 use tokio::sync::{Notify, mpsc};
@@ -104,6 +104,8 @@ pub(crate) struct LiveBatch {
     pub memory_peak: u64,
     /// For a pipeline that keeps state: that state, and the batch's changes to it.
     pub keyed: Option<LiveKeyed>,
+    /// The lookup tables as the live module read them, which the candidate reads too.
+    pub lookups: Option<Arc<dyn LookupView>>,
 }
 
 /// A stateful pipeline's live batch: its state changes, and the state it read when the
@@ -348,8 +350,12 @@ impl Candidate {
     }
 
     /// Runs the batch, keeping what a stateful candidate changed in its copy.
-    fn transform(&mut self, batch: &ChangeBatch) -> (Transformed, Option<Arc<StateChanges>>) {
-        let mut result = self.stage.apply(&batch.batch);
+    fn transform(
+        &mut self,
+        batch: &ChangeBatch,
+        lookups: Option<Arc<dyn LookupView>>,
+    ) -> (Transformed, Option<Arc<StateChanges>>) {
+        let mut result = self.stage.apply(&batch.batch, lookups);
         let changes = match (&mut result, &self.state) {
             (Ok(output), Some(state)) => {
                 let changes = Arc::new(std::mem::take(&mut output.state));
@@ -428,7 +434,7 @@ async fn compare_batches(
         let caught_up = candidate.catch_up(&shadow, live.batch.end);
         let (back, (result, changes, took, memory_peak, live)) = blocking_step(move || {
             let started = Instant::now();
-            let (result, changes) = candidate.transform(&live.batch);
+            let (result, changes) = candidate.transform(&live.batch, live.lookups.clone());
             let took = started.elapsed();
             let memory_peak = candidate.stage.memory_peak();
             (candidate, (result, changes, took, memory_peak, live))

@@ -5,14 +5,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_engine::{
-    BatchOutput, CompileBudget, EngineConfig, EngineError, Format, InstanceLimits, StateChanges,
-    TransformEngine, TransformError, TransformModule, TrapKind,
+    BatchContext, BatchOutput, CompileBudget, EngineConfig, EngineError, Format, InstanceLimits,
+    LookupView, StateChanges, TransformEngine, TransformError, TransformModule, TrapKind,
 };
 use sluice_source::arrow::array::{BooleanArray, RecordBatch};
 use sluice_source::arrow::compute::filter_record_batch;
 
 use crate::config::{ErrorPolicy, PipelineConfig, TransformSection};
 use crate::keyed::StageState;
+use crate::lookups::PipelineLookups;
 use crate::metrics::PipelineMetrics;
 use crate::module::{Instance, Module};
 use crate::stage_output::{FailedRow, StageOutput};
@@ -35,6 +36,8 @@ pub(crate) struct TransformStage {
     metrics: Arc<PipelineMetrics>,
     /// The pipeline's state, if it keeps state.
     keyed: Option<StageState>,
+    /// The pipeline's lookup tables, if it names some.
+    lookups: Option<Arc<PipelineLookups>>,
 }
 
 /// The limits a `[transform]` section gives its module's instances.
@@ -115,7 +118,18 @@ impl TransformStage {
             pipeline: config.pipeline.name.clone(),
             metrics,
             keyed: None,
+            lookups: None,
         }
+    }
+
+    /// Reads `lookups` from the next batch on.
+    pub(crate) fn set_lookups(&mut self, lookups: Arc<PipelineLookups>) {
+        self.lookups = Some(lookups);
+    }
+
+    /// The pipeline's lookup tables, if it names some.
+    pub(crate) fn lookups(&self) -> Option<&Arc<PipelineLookups>> {
+        self.lookups.as_ref()
     }
 
     /// The largest linear memory the running instance reached, in bytes (0 between
@@ -147,17 +161,22 @@ impl TransformStage {
         self.module.name()
     }
 
-    /// Runs a batch through the module. Under the `fail` policy the first failure is
-    /// returned as an error (with the row it names); otherwise failed rows come back
-    /// beside the good records.
+    /// Runs a batch through the module, with the lookup tables as `lookups` has them
+    /// for it. Under the `fail` policy the first failure is returned as an error (with
+    /// the row it names); otherwise failed rows come back beside the good records.
     pub(crate) fn apply(
         &mut self,
         batch: &RecordBatch,
+        lookups: Option<Arc<dyn LookupView>>,
     ) -> Result<StageOutput, (u32, TransformError)> {
         // The module's own log messages are shown under the pipeline they belong to.
         let _span = tracing::info_span!("pipeline", name = %self.pipeline).entered();
         let started = Instant::now();
-        let result = self.apply_rerunning(batch);
+        let context = BatchContext {
+            state: self.keyed.as_ref().map(|keyed| keyed.scope.clone()),
+            lookups,
+        };
+        let result = self.apply_rerunning(batch, &context);
         self.metrics.record_batch(started.elapsed(), &result);
         result
     }
@@ -165,12 +184,13 @@ impl TransformStage {
     fn apply_rerunning(
         &mut self,
         batch: &RecordBatch,
+        context: &BatchContext,
     ) -> Result<StageOutput, (u32, TransformError)> {
         let mut excluded: Vec<u32> = Vec::new();
         let mut failed: Vec<FailedRow> = Vec::new();
         loop {
             let (input, mapping) = without_rows(batch, &excluded);
-            let output = match self.call(&input) {
+            let output = match self.call(&input, context) {
                 Ok(output) => output,
                 Err(TransformError::Row {
                     row,
@@ -206,7 +226,9 @@ impl TransformStage {
                     if self.policy == ErrorPolicy::Fail
                         || matches!(
                             error,
-                            TransformError::Input { .. } | TransformError::State { .. }
+                            TransformError::Input { .. }
+                                | TransformError::State { .. }
+                                | TransformError::Lookup { .. }
                         )
                     {
                         return Err((row, error));
@@ -275,16 +297,21 @@ impl TransformStage {
 
     /// Calls the instance; a trap gets one retry on a fresh instance. A fresh instance
     /// also replaces one whose memory grew past the recycling threshold.
-    fn call(&mut self, batch: &RecordBatch) -> Result<BatchOutput, TransformError> {
+    fn call(
+        &mut self,
+        batch: &RecordBatch,
+        context: &BatchContext,
+    ) -> Result<BatchOutput, TransformError> {
         let mut retried = false;
         loop {
             let instance = match self.instance.as_mut() {
                 Some(instance) => instance,
                 None => self.instance.insert(self.fresh_instance()?),
             };
-            let transformed = match &self.keyed {
-                Some(keyed) => instance.transform_keyed(batch, &keyed.scope),
-                None => instance.transform(batch),
+            let transformed = if context.state.is_some() || context.lookups.is_some() {
+                instance.transform_in(batch, context)
+            } else {
+                instance.transform(batch)
             };
             match transformed {
                 Ok(output) => {

@@ -12,6 +12,7 @@ use sluice_source::{ChangeFeed, Position, SourceOptions};
 use crate::config::{PipelineConfig, StartingVersion};
 use crate::error::PipelineError;
 use crate::keyed::StageState;
+use crate::lookups::{LookupTables, PipelineLookups};
 use crate::metrics::PipelineMetrics;
 use crate::module::Module;
 use crate::sink::Sink;
@@ -51,6 +52,7 @@ pub(crate) struct StartupTimes {
     table: Duration,
     module: Duration,
     kafka: Duration,
+    lookups: Duration,
     position: Duration,
 }
 
@@ -58,10 +60,11 @@ impl fmt::Display for StartupTimes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "table {:.2} s, module {:.2} s, kafka {:.2} s, position {:.2} s",
+            "table {:.2} s, module {:.2} s, kafka {:.2} s, lookups {:.2} s, position {:.2} s",
             self.table.as_secs_f64(),
             self.module.as_secs_f64(),
             self.kafka.as_secs_f64(),
+            self.lookups.as_secs_f64(),
             self.position.as_secs_f64()
         )
     }
@@ -79,14 +82,15 @@ fn split<T, E>((result, took): (Result<T, E>, Duration)) -> Result<(T, Duration)
     result.map(|value| (value, took))
 }
 
-/// Opens the table, loads and starts the module, and connects the sink, concurrently;
-/// then finds where to start.
+/// Opens the table, loads and starts the module, connects the sink and opens the lookup
+/// tables, concurrently; then finds where to start.
 pub(crate) async fn start<D: Sink>(
     config: &PipelineConfig,
     start_from: StartFrom,
     module: Option<Arc<dyn Module>>,
     metrics: Arc<PipelineMetrics>,
     keyed: Option<StageState>,
+    tables: Arc<LookupTables>,
     connect: impl Future<Output = Result<D, SinkError>>,
 ) -> Result<Started<D>, PipelineError> {
     let options = SourceOptions {
@@ -122,11 +126,20 @@ pub(crate) async fn start<D: Sink>(
         .await
     };
     let connect = async { connect.await.map_err(PipelineError::from) };
-    let ((feed, table), (stages, module), (delivery, kafka)) = tokio::try_join!(
+    let lookup_config = config.clone();
+    let lookups =
+        async { blocking_step(move || PipelineLookups::open(&lookup_config, &tables)).await };
+    let ((feed, table), (mut stages, module), (delivery, kafka), (lookups, lookups_took)) = tokio::try_join!(
         async { split(timed(feed).await) },
         async { split(timed(stages).await) },
         async { split(timed(connect).await) },
+        async { split(timed(lookups).await) },
     )?;
+    if let Some(lookups) = lookups.map(Arc::new) {
+        for stage in &mut stages {
+            stage.set_lookups(lookups.clone());
+        }
+    }
     let positioning = Instant::now();
     let stored = match start_from {
         StartFrom::StoredPosition => stored_position(config, &feed, &delivery).await?,
@@ -147,6 +160,7 @@ pub(crate) async fn start<D: Sink>(
             table,
             module,
             kafka,
+            lookups: lookups_took,
             position: positioning.elapsed(),
         },
     })

@@ -145,6 +145,10 @@ pub struct TenantConfig {
     /// it is refused.
     #[serde(default = "default_tenant_state_total_mib")]
     pub max_state_total_mib: u64,
+    /// Most MiB of lookup stores one of its pipelines may name: the sum of its
+    /// `[[lookup]] max_mib` (default 1024).
+    #[serde(default = "default_tenant_lookup_mib")]
+    pub max_lookup_mib: u64,
     /// librdkafka properties added to every pipeline of the tenant, over the
     /// pipeline's own: its bootstrap servers and credentials. Values may be
     /// `${env:NAME}` or `${file:PATH}`. Never shown to the tenant, guests or logs.
@@ -197,6 +201,9 @@ fn default_tenant_instances() -> usize {
 }
 fn default_tenant_state_mib() -> u64 {
     256
+}
+fn default_tenant_lookup_mib() -> u64 {
+    1024
 }
 fn default_tenant_state_total_mib() -> u64 {
     2560

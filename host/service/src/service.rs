@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use serde::Deserialize;
 use sluice_engine::{EngineConfig, TransformEngine};
-use sluice_pipeline::{Destination, KafkaDestination};
+use sluice_pipeline::{Destination, KafkaDestination, LookupTables};
 use tokio::sync::watch;
 
 use crate::auth::{Caller, TenantScope, Tokens};
@@ -81,6 +81,8 @@ pub struct Service {
     refusals: refusals::Refusals,
     stopping: watch::Sender<bool>,
     started: std::time::Instant,
+    /// The lookup tables this node follows, shared by its pipelines.
+    lookups: Arc<LookupTables>,
 }
 
 fn not_found(what: String) -> ServiceError {
@@ -118,6 +120,7 @@ impl Service {
             .map(|(name, tenant)| (name.clone(), Tenant::from_file(tenant)))
             .collect();
         Ok(Arc::new(Service {
+            lookups: Arc::new(LookupTables::new(state.lookups_dir())),
             config,
             state,
             engine,

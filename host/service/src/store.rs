@@ -158,6 +158,11 @@ impl StateDir {
         self.root.join("compiled")
     }
 
+    /// Where this node keeps the lookup tables its pipelines read, one store per table.
+    pub fn lookups_dir(&self) -> PathBuf {
+        self.root.join("lookups")
+    }
+
     /// Where this node keeps the keyed state of a tenant's pipeline: one directory per
     /// generation, so a reset starts from an empty one.
     pub fn pipeline_state_dir(&self, tenant: &str, name: &str, generation: u64) -> PathBuf {

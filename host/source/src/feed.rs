@@ -3,6 +3,8 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use delta_kernel::arrow::datatypes::{Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
+use delta_kernel::engine::arrow_conversion::TryFromKernel;
 use delta_kernel::history_manager::timestamp_range_to_versions;
 use delta_kernel::object_store::path::Path as ObjectPath;
 use delta_kernel::object_store::{self, DynObjectStore, GetOptions};
@@ -84,6 +86,16 @@ fn reads_runtime() -> Result<Arc<TokioMultiThreadExecutor>, SourceError> {
 /// presigned file URL. Installing twice keeps the first, which serves as well.
 fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A version's columns and commit time.
+#[derive(Clone, Debug)]
+pub struct VersionInfo {
+    /// The table's columns as of the version.
+    pub schema: ArrowSchemaRef,
+    /// When the version was committed, in milliseconds since the epoch (its in-commit
+    /// timestamp, or its commit file's modification time).
+    pub committed_ms: i64,
 }
 
 /// One Delta table's change data feed.
@@ -330,6 +342,28 @@ impl ChangeFeed {
             batch_rows: self.options.batch_rows.max(1),
         };
         Ok(reading.start(from, to, before))
+    }
+
+    /// The table's columns as of `version`, in Arrow types, and when it was committed
+    /// (milliseconds since the epoch).
+    pub fn version_info(&self, version: u64) -> Result<VersionInfo, SourceError> {
+        let fail = |e: KernelError| {
+            kernel_error(
+                &self.table,
+                &format!("reading the schema and commit time of version {version}"),
+                e,
+            )
+        };
+        let snapshot = Snapshot::builder_for(self.url.as_str())
+            .at_version(version)
+            .build(self.engine.as_ref())
+            .map_err(fail)?;
+        let schema = ArrowSchema::try_from_kernel(snapshot.schema().as_ref())
+            .map_err(|e| fail(KernelError::Arrow(e)))?;
+        Ok(VersionInfo {
+            schema: Arc::new(schema),
+            committed_ms: snapshot.get_timestamp(self.engine.as_ref()).map_err(fail)?,
+        })
     }
 
     /// The schema of `version`: remembered from the last read when it covered it,

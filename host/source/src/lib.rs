@@ -17,7 +17,7 @@ mod vended;
 
 pub use batch::ChangeBatch;
 pub use error::SourceError;
-pub use feed::{ChangeFeed, SourceOptions, StorageAccess};
+pub use feed::{ChangeFeed, SourceOptions, StorageAccess, VersionInfo};
 pub use schema_change::Preceded;
 pub use sluice_position::Position;
 pub use storage::StorageMetrics;

@@ -121,7 +121,7 @@ fn modules_the_host_cannot_run_are_refused_with_their_reason() {
 
     let err = preview_err(&table, &transform_component("misbehaving/future-contract"));
     assert!(
-        err.contains("was built for contract sluice:transform/transformer@9.0.0, which this host does not support; it supports sluice:transform/transformer@1.2.0, sluice:transform/transformer@1.1.0, sluice:transform/transformer@1.0.0, sluice:transform/transformer@0.1.0"),
+        err.contains("was built for contract sluice:transform/transformer@9.0.0, which this host does not support; it supports sluice:transform/transformer@1.3.0, sluice:transform/transformer@1.2.0, sluice:transform/transformer@1.1.0, sluice:transform/transformer@1.0.0, sluice:transform/transformer@0.1.0"),
         "{err}"
     );
 

@@ -336,13 +336,7 @@ fn preview_lines(config: &Path) -> Vec<Value> {
         .arg(config)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+    sluice_tests::json_lines(&output)
 }
 
 #[test]

@@ -23,6 +23,7 @@ mod guide;
 mod headers;
 mod host_limits;
 mod languages;
+mod lookups;
 mod motivating_case;
 mod object_store;
 mod registry_outage;

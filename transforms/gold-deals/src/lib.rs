@@ -53,20 +53,35 @@ pub fn change_types_param(params: &Params) -> Result<Vec<ChangeType>, String> {
 pub struct GoldDeals {
     emit: Vec<ChangeType>,
     change_type_header: Option<String>,
+    /// Fields after the gold ones: `(name, column, cut)` as in [`GOLD_FIELDS`].
+    extra: &'static [(&'static str, &'static str, bool)],
+}
+
+impl GoldDeals {
+    /// The gold transform with `extra` fields after the gold ones (columns a lookup
+    /// join adds, for one).
+    pub fn with_fields(
+        params: &Params,
+        extra: &'static [(&'static str, &'static str, bool)],
+    ) -> Result<GoldDeals, String> {
+        Ok(GoldDeals {
+            emit: change_types_param(params)?,
+            change_type_header: params.get("change_type_header").map(str::to_string),
+            extra,
+        })
+    }
 }
 
 impl Transform for GoldDeals {
     fn init(params: &Params) -> Result<Self, String> {
-        Ok(GoldDeals {
-            emit: change_types_param(params)?,
-            change_type_header: params.get("change_type_header").map(str::to_string),
-        })
+        GoldDeals::with_fields(params, &[])
     }
 
     fn transform(&mut self, batch: &Batch, out: &mut Output) -> Result<(), Error> {
         let ids = batch.column("documentId")?;
         let fields = GOLD_FIELDS
             .iter()
+            .chain(self.extra)
             .map(|&(name, column, cut)| Ok((JsonKey::new(name), batch.column(column)?, cut)))
             .collect::<Result<Vec<(JsonKey, Column<'_>, bool)>, Error>>()?;
         let mut json = String::new();
@@ -111,6 +126,8 @@ fn gold_json(fields: &[(JsonKey, Column<'_>, bool)], index: usize, buffer: Strin
     object.finish()
 }
 
+// A crate that builds on gold-deals (gold-deals-enriched) exports its own transform.
+#[cfg(not(feature = "library"))]
 sluice_transform::export!(GoldDeals);
 
 /// Four changes of two deals (insert, update pre- and post-image, delete) shaped like

@@ -1,4 +1,4 @@
-//! Raw bindings of the `sluice:transform@1.2.0` contract, generated from `wit/`.
+//! Raw bindings of the `sluice:transform@1.3.0` contract, generated from `wit/`.
 //!
 //! Transform authors use the `sluice-transform` crate, which wraps these. The export
 //! macro is public so that crate's `export!` can name it.

@@ -9,10 +9,11 @@ use arrow_array::RecordBatch;
 use sluice_model::helpers::{Comparison, EncodeSpec, FieldValue, Predicate, Scalar, ValueEncoding};
 use sluice_model::{ChangeType, PackedRecords};
 use sluice_transform_sys::sluice::transform::host;
+use sluice_transform_sys::sluice::transform::lookup;
 use sluice_transform_sys::sluice::transform::state;
 use sluice_transform_sys::sluice::transform::types as wit;
 
-use crate::decode::{from_ipc, from_typed};
+use crate::decode::{from_ipc, from_typed, from_typed_columns};
 use crate::error::Error;
 use crate::framing::{Framing, OwnSchema, SchemaKind};
 
@@ -138,6 +139,44 @@ impl Handle {
     pub(crate) fn reject(&self, row: u32, message: &str) {
         self.batch.reject(row, message);
     }
+
+    /// Adds a lookup's columns to the host's batch; returns how many rows found one.
+    pub(crate) fn join(
+        &self,
+        table: &str,
+        key: &[String],
+        columns: &[String],
+        prefix: Option<&str>,
+    ) -> Result<u32, Error> {
+        let spec = lookup::JoinSpec {
+            table: table.to_string(),
+            key: key.to_vec(),
+            columns: columns.to_vec(),
+            prefix: prefix.map(str::to_string),
+        };
+        lookup::join(&self.batch, &spec).map_err(Error::Batch)
+    }
+
+    /// Another handle on the same batch, read afresh.
+    pub(crate) fn again(&self) -> Handle {
+        // SAFETY: the new handle lives within the same call as this one.
+        unsafe { Handle::borrow(&self.batch, self.input) }
+    }
+}
+
+/// The rows of lookup `table` with `keys`: per key whether one was found, and the
+/// lookup's columns as Arrow (nulls where none was).
+pub(crate) fn lookup_get(
+    table: &str,
+    keys: &[Vec<Scalar>],
+) -> Result<(Vec<bool>, RecordBatch), Error> {
+    let keys: Vec<Vec<wit::Scalar>> = keys
+        .iter()
+        .map(|key| key.iter().map(scalar).collect())
+        .collect();
+    let found = lookup::get(table, &keys).map_err(Error::Batch)?;
+    let rows = from_typed_columns(found.columns)?;
+    Ok((found.found, rows))
 }
 
 /// Sends a log message to the host.

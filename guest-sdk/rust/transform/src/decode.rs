@@ -157,6 +157,41 @@ pub(crate) fn from_typed(
     versions: Vec<i64>,
     timestamps: Vec<i64>,
 ) -> Result<RecordBatch, Error> {
+    let (fields, arrays) = typed_arrays(columns)?;
+    let change_types = change_types.iter().map(|change| change.as_str()).collect();
+    with_change_columns(fields, arrays, change_types, versions, timestamps)
+}
+
+/// The contract's typed columns as one Arrow batch, without change columns.
+pub(crate) fn from_typed_columns(columns: Vec<wit::Column>) -> Result<RecordBatch, Error> {
+    let rows = columns.first().map_or(0, |c| column_len(&c.values));
+    let (fields, arrays) = typed_arrays(columns)?;
+    RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        arrays,
+        &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+    .map_err(|e| Error::Batch(format!("Cannot build the looked-up rows: {e}.")))
+}
+
+fn column_len(values: &wit::ColumnValues) -> usize {
+    match values {
+        wit::ColumnValues::Boolean(v) => v.len(),
+        wit::ColumnValues::Int32(v) | wit::ColumnValues::Date(v) => v.len(),
+        wit::ColumnValues::Int64(v)
+        | wit::ColumnValues::Timestamp(v)
+        | wit::ColumnValues::TimestampNtz(v) => v.len(),
+        wit::ColumnValues::Float32(v) => v.len(),
+        wit::ColumnValues::Float64(v) => v.len(),
+        wit::ColumnValues::Utf8(v) | wit::ColumnValues::Text(v) | wit::ColumnValues::Decimal(v) => {
+            v.len()
+        }
+        wit::ColumnValues::Binary(v) => v.len(),
+    }
+}
+
+/// Each typed column as an Arrow field and array.
+fn typed_arrays(columns: Vec<wit::Column>) -> Result<(Vec<Field>, Vec<ArrayRef>), Error> {
     let mut fields = Vec::with_capacity(columns.len());
     let mut arrays = Vec::with_capacity(columns.len());
     for column in columns {
@@ -180,8 +215,7 @@ pub(crate) fn from_typed(
         fields.push(Field::new(&column.name, array.data_type().clone(), true));
         arrays.push(array);
     }
-    let change_types = change_types.iter().map(|change| change.as_str()).collect();
-    with_change_columns(fields, arrays, change_types, versions, timestamps)
+    Ok((fields, arrays))
 }
 
 /// Data columns with the change columns after them, as one batch: the layout of the

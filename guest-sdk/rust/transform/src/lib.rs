@@ -53,6 +53,7 @@ mod framing;
 #[doc(hidden)]
 pub mod guest;
 pub mod log;
+pub mod lookup;
 mod output;
 mod params;
 pub mod state;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sluice_engine::{
-    BatchOutput, EngineError, Format, OutputRecord, RejectedRow, StateScope, TransformError,
+    BatchContext, BatchOutput, EngineError, Format, OutputRecord, RejectedRow, TransformError,
 };
 use sluice_sink::SinkError;
 use sluice_source::arrow::array::RecordBatch;
@@ -179,6 +179,7 @@ impl Instance for RowsInstance {
             framed: Vec::new(),
             state: Default::default(),
             state_access: Default::default(),
+            lookup_access: Default::default(),
             rejected: (0..skip.min(batch.num_rows()))
                 .map(|row| RejectedRow {
                     row: row as u32,
@@ -743,11 +744,12 @@ impl Instance for CountingInstance {
         unreachable!("a pipeline with [state] transforms with its state")
     }
 
-    fn transform_keyed(
+    fn transform_in(
         &mut self,
         batch: &RecordBatch,
-        state: &StateScope,
+        context: &BatchContext,
     ) -> Result<BatchOutput, TransformError> {
+        let state = context.state.as_ref().expect("the pipeline keeps state");
         self.batches += 1;
         std::thread::sleep(self.module.slow);
         if let Some((n, swap)) = &self.module.swap_on
@@ -1201,6 +1203,7 @@ fn counted_batch(live: &sluice_state::PipelineState, shadow: &Shadow, version: u
         took: Duration::ZERO,
         memory_peak: 0,
         keyed: Some(LiveKeyed { before, changes }),
+        lookups: None,
     }
 }
 

@@ -251,6 +251,7 @@ impl Service {
                         live_state: entry.live_state.clone(),
                         quiet_progress: false,
                         shadow: entry.shadow.clone(),
+                        lookups: service.lookups.clone(),
                     };
                     service
                         .destination

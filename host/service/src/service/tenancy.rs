@@ -466,6 +466,33 @@ impl Service {
         let text = toml::to_string(&table).map_err(|e| bad(e.to_string()))?;
         let mut config =
             PipelineConfig::parse(&text, self.state.compiled_dir().as_path()).map_err(bad)?;
+        for lookup in &config.lookups {
+            let location = &lookup.table;
+            if !location.contains("://") && !Path::new(location).is_absolute() {
+                return Err(bad(format!(
+                    "[[lookup]] {} table `{location}` must be an absolute path or a URL",
+                    lookup.name
+                )));
+            }
+            if !limits.table_prefixes.is_empty()
+                && !limits
+                    .table_prefixes
+                    .iter()
+                    .any(|p| location.starts_with(p.as_str()))
+            {
+                return Err(ServiceError::LimitExceeded(format!(
+                    "pipeline {name} looks rows up in table {location}; tenant {tenant} may read only tables under {}",
+                    limits.table_prefixes.join(", ")
+                )));
+            }
+        }
+        let lookup_mib: u64 = config.lookups.iter().map(|l| l.max_mib).sum();
+        if lookup_mib > limits.max_lookup_mib {
+            return Err(ServiceError::LimitExceeded(format!(
+                "pipeline {name}'s lookups ask for {lookup_mib} MiB ([[lookup]] max_mib); tenant {tenant} may use at most {} (max_lookup_mib)",
+                limits.max_lookup_mib
+            )));
+        }
         config.transform.module_cache_dir = Some(self.state.compiled_dir());
         let transform = &mut config.transform;
         // Compiles are the host's work done for the tenant: its caps bound them whatever
