@@ -439,39 +439,30 @@ impl Service {
                 .map_err(bad)?;
             table.insert("state".into(), state.into());
         }
-        if let Some(source) = table.get("source").and_then(toml::Value::as_table)
-            && let Some(location) = source.get("table").and_then(toml::Value::as_str)
-            && !location.contains("://")
-            && !Path::new(location).is_absolute()
-        {
-            return Err(bad(format!(
-                "[source] table `{location}` must be an absolute path or a URL"
-            )));
-        }
-        if let Some(location) = table
+        // Every table the pipeline reads, as submitted (before paths are resolved).
+        let source_table = table
             .get("source")
             .and_then(|s| s.get("table"))
             .and_then(toml::Value::as_str)
-            && !limits.table_prefixes.is_empty()
-            && !limits
-                .table_prefixes
-                .iter()
-                .any(|p| location.starts_with(p.as_str()))
-        {
-            return Err(ServiceError::LimitExceeded(format!(
-                "pipeline {name} reads table {location}; tenant {tenant} may read only tables under {}",
-                limits.table_prefixes.join(", ")
-            )));
-        }
-        let text = toml::to_string(&table).map_err(|e| bad(e.to_string()))?;
-        let mut config =
-            PipelineConfig::parse(&text, self.state.compiled_dir().as_path()).map_err(bad)?;
-        for lookup in &config.lookups {
-            let location = &lookup.table;
+            .map(|location| ("[source] table".to_string(), "reads", location));
+        let lookup_tables = table
+            .get("lookup")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|lookup| {
+                let location = lookup.get("table")?.as_str()?;
+                let lookup_name = lookup.get("name").and_then(toml::Value::as_str);
+                Some((
+                    format!("[[lookup]] {} table", lookup_name.unwrap_or("?")),
+                    "looks rows up in",
+                    location,
+                ))
+            });
+        for (option, verb, location) in source_table.into_iter().chain(lookup_tables) {
             if !location.contains("://") && !Path::new(location).is_absolute() {
                 return Err(bad(format!(
-                    "[[lookup]] {} table `{location}` must be an absolute path or a URL",
-                    lookup.name
+                    "{option} `{location}` must be an absolute path or a URL"
                 )));
             }
             if !limits.table_prefixes.is_empty()
@@ -481,11 +472,14 @@ impl Service {
                     .any(|p| location.starts_with(p.as_str()))
             {
                 return Err(ServiceError::LimitExceeded(format!(
-                    "pipeline {name} looks rows up in table {location}; tenant {tenant} may read only tables under {}",
+                    "pipeline {name} {verb} table {location}; tenant {tenant} may read only tables under {}",
                     limits.table_prefixes.join(", ")
                 )));
             }
         }
+        let text = toml::to_string(&table).map_err(|e| bad(e.to_string()))?;
+        let mut config =
+            PipelineConfig::parse(&text, self.state.compiled_dir().as_path()).map_err(bad)?;
         let lookup_mib: u64 = config.lookups.iter().map(|l| l.max_mib).sum();
         if lookup_mib > limits.max_lookup_mib {
             return Err(ServiceError::LimitExceeded(format!(
@@ -637,6 +631,53 @@ mod tests {
                 "{message}"
             );
         }
+    }
+
+    /// A tenant's lookup tables are held to its table prefixes like its source, and
+    /// their stores to its `max_lookup_mib`.
+    #[test]
+    fn a_tenant_s_lookups_stay_within_its_tables_and_lookup_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("operator.token"),
+            "operator-token-0123456789",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("acme.token"), "acme-token-0123456789").unwrap();
+        let serve = dir.path().join("serve.toml");
+        std::fs::write(
+            &serve,
+            "[server]\nstate_dir = \"state\"\noperator_token_file = \"operator.token\"\n\n[tenants.acme]\ntoken_file = \"acme.token\"\ntable_prefixes = [\"/data/acme/\"]\nmax_lookup_mib = 100\n",
+        )
+        .unwrap();
+        let service = Service::new(ServeConfig::load(&serve).unwrap()).unwrap();
+        let config = |table: &str, max_mib: u64| {
+            let text = format!(
+                "[source]\ntable = \"/data/acme/deals\"\n[sink]\ntopic = \"deals\"\n[sink.kafka]\n\"bootstrap.servers\" = \"b:9092\"\n[[lookup]]\nname = \"owners\"\ntable = \"{table}\"\nkey = [\"id\"]\ncolumns = [\"name\"]\nmax_mib = {max_mib}\n"
+            );
+            service.pipeline_config("acme", "deals", &text, &"0".repeat(64), 0)
+        };
+
+        let allowed = config("/data/acme/owners", 100).unwrap();
+        assert_eq!(allowed.lookups[0].table, "/data/acme/owners");
+        let Err(ServiceError::LimitExceeded(message)) = config("/data/globex/owners", 100) else {
+            panic!("another tenant's table passed");
+        };
+        assert!(
+            message.contains("looks rows up in table /data/globex/owners"),
+            "{message}"
+        );
+        let Err(ServiceError::BadRequest(message)) = config("owners", 100) else {
+            panic!("a relative path passed");
+        };
+        assert!(
+            message.contains("[[lookup]] owners table `owners` must be an absolute path"),
+            "{message}"
+        );
+        let Err(ServiceError::LimitExceeded(message)) = config("/data/acme/owners", 101) else {
+            panic!("a lookup past the budget passed");
+        };
+        assert!(message.contains("(max_lookup_mib)"), "{message}");
     }
 
     /// A tenant's `[state]` is kept where the service says, under the tenant's caps: a
