@@ -20,13 +20,8 @@ pub struct KeyCodec {
 impl KeyCodec {
     /// A codec for keys of these columns.
     pub fn new(key: &Schema) -> Result<KeyCodec, ArrowError> {
-        let fields = key
-            .fields()
-            .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
-            .collect();
         Ok(KeyCodec {
-            converter: RowConverter::new(fields)?,
+            converter: converter(key)?,
         })
     }
 
@@ -54,6 +49,16 @@ impl KeyCodec {
     }
 }
 
+/// A row converter for the columns of `schema`, in its order.
+fn converter(schema: &Schema) -> Result<RowConverter, ArrowError> {
+    let fields = schema
+        .fields()
+        .iter()
+        .map(|f| SortField::new(f.data_type().clone()))
+        .collect();
+    RowConverter::new(fields)
+}
+
 /// Row `row` of the key columns as text, for messages.
 pub fn key_text(columns: &[ArrayRef], row: usize) -> String {
     let options = FormatOptions::default().with_null("null");
@@ -78,11 +83,6 @@ impl RowCodec {
     /// A codec for rows of these columns (all nullable on the way out: a key without a
     /// row reads as nulls).
     pub fn new(columns: &Schema) -> Result<RowCodec, ArrowError> {
-        let fields = columns
-            .fields()
-            .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
-            .collect();
         let nullable: Vec<Field> = columns
             .fields()
             .iter()
@@ -90,7 +90,7 @@ impl RowCodec {
             .collect();
         Ok(RowCodec {
             schema: Arc::new(Schema::new(nullable)),
-            converter: RowConverter::new(fields)?,
+            converter: converter(columns)?,
         })
     }
 

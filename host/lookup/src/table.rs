@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use delta_kernel::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
-use delta_kernel::arrow::datatypes::{Schema, SchemaRef, TimestampMicrosecondType};
+use delta_kernel::arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use delta_kernel::arrow::datatypes::{Schema, SchemaRef};
 use serde::Deserialize;
 use sluice_source::{ChangeBatch, SourceError};
 
@@ -369,12 +369,10 @@ impl LookupTable {
         let mut open: Option<(u64, i64, VersionChanges)> = None;
         for batch in batches {
             let batch = batch.map_err(|e| self.unreadable(e))?;
-            if batch.batch.num_rows() == 0 {
+            // An empty batch changes nothing.
+            let Some((version, committed)) = batch.commit() else {
                 continue;
-            }
-            let (version, committed) = version_of(&batch).ok_or_else(|| {
-                self.rows_error("a change batch without its commit version and timestamp")
-            })?;
+            };
             if open.as_ref().is_some_and(|(v, ..)| *v != version) {
                 let (v, at, changes) = open.take().expect("checked above");
                 self.finish_version(follow, v, at, &changes)?;
@@ -480,22 +478,6 @@ impl LookupTable {
         }
         Ok(())
     }
-}
-
-/// A change batch's version and commit time (microseconds), from its first row.
-fn version_of(batch: &ChangeBatch) -> Option<(u64, i64)> {
-    let version = batch
-        .batch
-        .column_by_name("_commit_version")?
-        .as_primitive_opt::<delta_kernel::arrow::datatypes::Int64Type>()?;
-    let committed = batch
-        .batch
-        .column_by_name("_commit_timestamp")?
-        .as_primitive_opt::<TimestampMicrosecondType>()?;
-    if version.is_empty() {
-        return None;
-    }
-    Some((version.value(0) as u64, committed.value(0)))
 }
 
 /// The key and kept columns of `spec` in `schema`, with their types.

@@ -9,9 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use sha2::{Digest, Sha256};
 use sluice_engine::{FoundRows, LookupFailed, LookupShape, LookupView, key_kind};
 use sluice_lookup::{LookupError, LookupSpec, LookupTable, RedbVersions, TableReader};
-use sluice_source::arrow::array::{ArrayRef, AsArray, RecordBatch};
-use sluice_source::arrow::datatypes::TimestampMicrosecondType;
-use sluice_source::{ChangeFeed, SourceOptions};
+use sluice_source::arrow::array::ArrayRef;
+use sluice_source::{ChangeBatch, ChangeFeed, SourceOptions};
 
 use crate::config::{LookupSection, PipelineConfig};
 use crate::error::PipelineError;
@@ -161,10 +160,9 @@ impl PipelineLookups {
     /// for the batch's commit time. Blocks while a table is read up to it.
     pub(crate) fn for_batch(
         &self,
-        batch: &RecordBatch,
-        version: u64,
+        batch: &ChangeBatch,
     ) -> Result<Arc<dyn LookupView>, PipelineError> {
-        let committed = commit_micros(batch).unwrap_or(i64::MAX);
+        let commit = batch.commit();
         let mut read = Vec::with_capacity(self.lookups.len());
         for lookup in &self.lookups {
             let section = &lookup.section;
@@ -181,17 +179,17 @@ impl PipelineLookups {
                     max_mib: section.max_mib,
                 }));
             }
-            let at = if batch.num_rows() == 0 {
-                Some(lookup.table.through())
-            } else {
-                lookup
+            let at = match commit {
+                // An empty batch looks nothing up.
+                None => Some(lookup.table.through()),
+                Some((_, committed)) => lookup
                     .table
                     .read_version(section.consistency, committed, section.max_wait)
-                    .map_err(failed)?
+                    .map_err(failed)?,
             };
             read.push(at);
         }
-        tracing::trace!(pipeline = self.pipeline, version, versions = ?read, "Lookup tables read for a batch.");
+        tracing::trace!(pipeline = self.pipeline, batch = ?commit, versions = ?read, "Lookup tables read for a batch.");
         Ok(Arc::new(BatchLookups {
             lookups: self
                 .lookups
@@ -206,14 +204,6 @@ impl PipelineLookups {
                 .collect(),
         }))
     }
-}
-
-/// A batch's commit time in microseconds, from its first row (a batch never spans two
-/// versions).
-fn commit_micros(batch: &RecordBatch) -> Option<i64> {
-    let column = batch.column_by_name("_commit_timestamp")?;
-    let times = column.as_primitive_opt::<TimestampMicrosecondType>()?;
-    (!times.is_empty()).then(|| times.value(0))
 }
 
 /// A lookup table as one batch reads it.

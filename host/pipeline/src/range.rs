@@ -281,10 +281,7 @@ fn prepare(
     batch: ChangeBatch,
     shadowed: Option<&Shadow>,
 ) -> (Prepared, usize, Option<LiveBatch>) {
-    let lookups = match stage
-        .lookups()
-        .map(|l| l.for_batch(&batch.batch, batch.end.version))
-    {
+    let lookups = match stage.lookups().map(|l| l.for_batch(&batch)) {
         None => None,
         Some(Ok(view)) => Some(view),
         Some(Err(error)) => return (Prepared::Failed(error), 0, None),

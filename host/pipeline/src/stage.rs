@@ -308,11 +308,7 @@ impl TransformStage {
                 Some(instance) => instance,
                 None => self.instance.insert(self.fresh_instance()?),
             };
-            let transformed = if context.state.is_some() || context.lookups.is_some() {
-                instance.transform_in(batch, context)
-            } else {
-                instance.transform(batch)
-            };
+            let transformed = instance.transform_in(batch, context);
             match transformed {
                 Ok(output) => {
                     if instance.wants_recycling() {

@@ -2,7 +2,8 @@
 //! module of its own so the readers and the joining share it without importing each
 //! other.
 
-use delta_kernel::arrow::array::RecordBatch;
+use delta_kernel::arrow::array::{AsArray, RecordBatch};
+use delta_kernel::arrow::datatypes::{Int64Type, TimestampMicrosecondType};
 use sluice_position::Position;
 
 /// A batch of change rows and the position right after its last row.
@@ -12,4 +13,20 @@ pub struct ChangeBatch {
     pub batch: RecordBatch,
     /// Where reading continues after this batch.
     pub end: Position,
+}
+
+impl ChangeBatch {
+    /// The version the batch's rows belong to and its commit time in microseconds,
+    /// from the first row (a batch never spans two versions); `None` for an empty one.
+    pub fn commit(&self) -> Option<(u64, i64)> {
+        let version = self
+            .batch
+            .column_by_name("_commit_version")?
+            .as_primitive_opt::<Int64Type>()?;
+        let committed = self
+            .batch
+            .column_by_name("_commit_timestamp")?
+            .as_primitive_opt::<TimestampMicrosecondType>()?;
+        (!version.is_empty()).then(|| (version.value(0) as u64, committed.value(0)))
+    }
 }

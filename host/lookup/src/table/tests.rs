@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::AtomicUsize;
 
-use delta_kernel::arrow::array::{Int64Array, TimestampMicrosecondArray};
+use delta_kernel::arrow::array::{AsArray, Int64Array, TimestampMicrosecondArray};
 use delta_kernel::arrow::datatypes::{DataType, Field, TimeUnit};
 use sluice_source::{Position, VersionInfo};
 
